@@ -1,0 +1,30 @@
+"""GDN kernels and their PyTorch references (torch and triton only).
+
+Every public op dispatches on ``impl``: "auto" (Triton for CUDA tensors, the reference for CPU
+tensors, or Triton on CPU when ``REPLAYSSM_IMPL=triton`` with ``TRITON_INTERPRET=1``), "triton",
+or "reference". Each ``*_reference`` has the same signature and the same effects.
+"""
+
+from .cursors import ring_commit, ring_commit_reference, ring_mark_folded, ring_reset
+from .fold import gdn_exact_fold, gdn_exact_fold_reference
+from .gating import gdn_gating, gdn_gating_reference
+from .recurrent import gdn_recurrent, gdn_recurrent_reference
+from .ring import Ring, RingCursors
+from .verify import gdn_replay_verify, gdn_replay_verify_reference
+
+__all__ = [
+    "Ring",
+    "RingCursors",
+    "gdn_exact_fold",
+    "gdn_exact_fold_reference",
+    "gdn_gating",
+    "gdn_gating_reference",
+    "gdn_recurrent",
+    "gdn_recurrent_reference",
+    "gdn_replay_verify",
+    "gdn_replay_verify_reference",
+    "ring_commit",
+    "ring_commit_reference",
+    "ring_mark_folded",
+    "ring_reset",
+]

@@ -1,0 +1,103 @@
+"""Pieces shared by every GDN op: the recurrent update (Triton and PyTorch), gating, launch config, dispatch.
+
+The recurrent update lives here exactly once per language. ``gdn_recurrent`` (the baseline) and
+``gdn_exact_fold`` / the flush path of ``gdn_replay_verify`` all call ``_recurrent_update`` (Triton)
+or ``recurrent_update_reference`` (PyTorch), so the committed state of the two backends is bitwise
+equal by construction: same inputs, same operation order, same tile shape (``launch_config``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+IMPLS = ("auto", "triton", "reference")
+
+
+@triton.jit
+def _l2norm(x):
+    # x: [K] fp32 -> x / sqrt(sum(x*x) + 1e-6)
+    return x / tl.sqrt(tl.sum(x * x, axis=0) + 1e-6)
+
+
+@triton.jit
+def _gating(a, b, A_log, dt_bias):
+    """g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b); elementwise, fp32."""
+    x = a + dt_bias
+    softplus = tl.where(x <= 20.0, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))), x)
+    g = -tl.exp(A_log) * softplus
+    beta = 1.0 / (1.0 + tl.exp(-b))
+    return g, beta
+
+
+@triton.jit
+def _recurrent_update(h, k, v, g, beta):
+    """One delta-rule step on a [BV, K] fp32 tile, in the baseline contract's order.
+
+    h: [BV, K] fp32 state rows; k: [K] raw (unnormalised) key as fp32; v: [BV] fp32; g, beta: fp32 scalars.
+    h *= exp(g); r = v - sum_K(h * k^); r *= beta; h += k^ (x) r
+    """
+    k = _l2norm(k)
+    h = h * tl.exp(g)
+    r = v - tl.sum(h * k[None, :], axis=1)
+    r = r * beta
+    h = h + r[:, None] * k[None, :]
+    return h
+
+
+def l2norm_reference(x: torch.Tensor) -> torch.Tensor:
+    """Row-wise x / sqrt(sum(x*x) + 1e-6) over the last dim, fp32."""
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+
+def gating_reference(a: torch.Tensor, b: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor):
+    """PyTorch twin of ``_gating``; a, b: [..., HV] any float dtype -> (g, beta) fp32."""
+    x = a.float() + dt_bias.float()
+    softplus = torch.where(x <= 20.0, torch.log(1.0 + torch.exp(torch.clamp(x, max=20.0))), x)
+    g = -torch.exp(A_log.float()) * softplus
+    beta = 1.0 / (1.0 + torch.exp(-b.float()))
+    return g, beta
+
+
+def recurrent_update_reference(h, k, v, g, beta):
+    """PyTorch twin of ``_recurrent_update`` for one request: the single source of the CPU state update.
+
+    h: [HV, V, K] fp32 (not modified); k: [HV, K] raw key, already expanded to value heads, fp32;
+    v: [HV, V] fp32; g, beta: [HV] fp32. Returns the new [HV, V, K] state.
+    Always called with these exact shapes so both CPU backends take the same reduction path.
+    """
+    k = l2norm_reference(k)
+    h = h * torch.exp(g)[:, None, None]
+    r = v - (h * k[:, None, :]).sum(-1)
+    r = r * beta[:, None]
+    return h + r[:, :, None] * k[:, None, :]
+
+
+def launch_config(K: int, V: int) -> tuple[int, int]:
+    """(BV, num_warps) for every kernel that runs the recurrent update on a [BV, K] tile.
+
+    The baseline, the exact fold and the fused fold inside the verify kernel must use the same
+    values: the reduction tree over K and the FMA contraction follow the register layout, so a
+    different tile or warp count would break bitwise equality of the committed state.
+    """
+    BV = min(V, 32)
+    num_warps = 4 if K * BV >= 4096 else 2
+    return BV, num_warps
+
+
+def use_triton(impl: str, *tensors: torch.Tensor) -> bool:
+    """Resolve the ``impl`` keyword: "auto" runs Triton on CUDA tensors and the reference on CPU.
+
+    ``REPLAYSSM_IMPL=triton`` in the environment makes "auto" pick Triton on CPU too (with
+    ``TRITON_INTERPRET=1``), which is how the CPU test-suite exercises the kernels.
+    """
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if impl == "auto":
+        if all(t.is_cuda for t in tensors):
+            return True
+        return os.environ.get("REPLAYSSM_IMPL", "") == "triton"
+    return impl == "triton"

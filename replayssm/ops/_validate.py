@@ -1,0 +1,114 @@
+"""Argument checks shared by the public ops. Everything here runs before any tensor is written.
+
+Structural checks (type, rank, shape, dtype, device, contiguity) are always done. Value checks
+(``cu_seqlens`` contents, slot ids, ``num_accepted``) read device tensors back to the host, so they
+run only when ``validate=True`` and are skipped automatically while a CUDA graph is being captured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+ACT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def check_tensor(
+    name: str,
+    t,
+    *,
+    ndim: int | None = None,
+    shape: Sequence[int | None] | None = None,
+    dtypes: Sequence[torch.dtype] | None = None,
+    device: torch.device | None = None,
+    contiguous: bool = True,
+) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
+    if shape is not None:
+        if t.dim() != len(shape) or any(s is not None and s != d for s, d in zip(shape, t.shape)):
+            want = tuple("*" if s is None else s for s in shape)
+            raise ValueError(f"{name} must have shape {want}, got {tuple(t.shape)}")
+    if dtypes is not None and t.dtype not in dtypes:
+        names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise TypeError(f"{name} must have dtype in ({names}), got {str(t.dtype).replace('torch.', '')}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{name} must be on {device}, got {t.device}")
+    if contiguous and not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (shape {tuple(t.shape)}, stride {t.stride()})")
+
+
+def check_same_dtype(names: Sequence[str], tensors: Sequence[torch.Tensor]) -> None:
+    first = tensors[0].dtype
+    for n, t in zip(names, tensors):
+        if t.dtype != first:
+            raise TypeError(f"{n} must have dtype {first} like {names[0]}, got {t.dtype}")
+
+
+def values_checkable(*tensors: torch.Tensor) -> bool:
+    """False while capturing a CUDA graph (reading values back would break the capture)."""
+    if any(t.is_cuda for t in tensors) and torch.cuda.is_available():
+        return not torch.cuda.is_current_stream_capturing()
+    return True
+
+
+def check_cu_seqlens(cu_seqlens: torch.Tensor, num_tokens: int, batch: int, max_window: int | None) -> None:
+    """cu_seqlens: [B+1] int32, starts at 0, ends at num_tokens, every window in [1, max_window]."""
+    cu = cu_seqlens.detach().cpu().tolist()
+    if cu[0] != 0 or cu[-1] != num_tokens:
+        raise ValueError(f"cu_seqlens must start at 0 and end at the token count {num_tokens}, got {cu}")
+    lens = [cu[i + 1] - cu[i] for i in range(batch)]
+    if any(n < 1 for n in lens):
+        raise ValueError(f"cu_seqlens must give every request at least one token, got window lengths {lens}")
+    if max_window is not None and any(n > max_window for n in lens):
+        raise ValueError(f"cu_seqlens gives window lengths {lens}, longer than the ring's max_window {max_window}")
+
+
+def check_slots(name: str, slots: torch.Tensor, num_slots: int) -> list[int]:
+    """Slot ids in [-1, num_slots), -1 is padding, no id twice. Returns them as a list."""
+    ids = slots.detach().cpu().tolist()
+    bad = [s for s in ids if s < -1 or s >= num_slots]
+    if bad:
+        raise ValueError(f"{name} holds ids {bad} outside [-1, {num_slots}) (-1 marks padding)")
+    live = [s for s in ids if s >= 0]
+    if len(set(live)) != len(live):
+        dup = sorted({s for s in live if live.count(s) > 1})
+        raise ValueError(f"{name} holds slot ids {dup} more than once")
+    return ids
+
+
+def check_gdn_inputs(q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens) -> tuple[int, int, int, int, int, int]:
+    """Structural checks of the per-token activations; returns (N, B, H, HV, K, V)."""
+    check_tensor("q", q, ndim=3, dtypes=ACT_DTYPES)
+    N, H, K = q.shape
+    dev = q.device
+    check_tensor("k", k, shape=(N, H, K), dtypes=ACT_DTYPES, device=dev)
+    check_tensor("v", v, ndim=3, dtypes=ACT_DTYPES, device=dev)
+    if v.shape[0] != N:
+        raise ValueError(f"v must have {N} tokens like q, got shape {tuple(v.shape)}")
+    HV, V = v.shape[1], v.shape[2]
+    if HV % H:
+        raise ValueError(f"v's value heads HV={HV} must be a multiple of q's key heads H={H}")
+    check_tensor("a", a, shape=(N, HV), dtypes=ACT_DTYPES, device=dev)
+    check_tensor("b", b, shape=(N, HV), dtypes=ACT_DTYPES, device=dev)
+    check_same_dtype(("q", "k", "v", "a", "b"), (q, k, v, a, b))
+    check_tensor("A_log", A_log, shape=(HV,), dtypes=ACT_DTYPES, device=dev)
+    check_tensor("dt_bias", dt_bias, shape=(HV,), dtypes=ACT_DTYPES, device=dev)
+    for name, d in (("K", K), ("V", V)):
+        if d < 16 or d & (d - 1):
+            raise ValueError(f"head dim {name}={d} must be a power of two >= 16")
+    check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=dev)
+    B = slots.shape[0]
+    check_tensor("cu_seqlens", cu_seqlens, shape=(B + 1,), dtypes=(torch.int32,), device=dev)
+    return N, B, H, HV, K, V
+
+
+def check_state(name: str, state, HV: int, V: int, K: int, device) -> int:
+    """state / checkpoint: [S, HV, V, K] fp32 contiguous. Returns S."""
+    check_tensor(name, state, ndim=4, dtypes=(torch.float32,), device=device)
+    if tuple(state.shape[1:]) != (HV, V, K):
+        raise ValueError(f"{name} must have shape (S, {HV}, {V}, {K}), got {tuple(state.shape)}")
+    return state.shape[0]
