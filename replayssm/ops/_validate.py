@@ -28,10 +28,9 @@ def check_tensor(
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
-    if shape is not None:
-        if t.dim() != len(shape) or any(s is not None and s != d for s, d in zip(shape, t.shape)):
-            want = tuple("*" if s is None else s for s in shape)
-            raise ValueError(f"{name} must have shape {want}, got {tuple(t.shape)}")
+    if shape is not None and (t.dim() != len(shape) or any(s not in (None, d) for s, d in zip(shape, t.shape))):
+        want = tuple("*" if s is None else s for s in shape)
+        raise ValueError(f"{name} must have shape {want}, got {tuple(t.shape)}")
     if dtypes is not None and t.dtype not in dtypes:
         names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise TypeError(f"{name} must have dtype in ({names}), got {str(t.dtype).replace('torch.', '')}")
@@ -112,3 +111,9 @@ def check_state(name: str, state, HV: int, V: int, K: int, device) -> int:
     if tuple(state.shape[1:]) != (HV, V, K):
         raise ValueError(f"{name} must have shape (S, {HV}, {V}, {K}), got {tuple(state.shape)}")
     return state.shape[0]
+
+
+def check_out(out, v: torch.Tensor) -> None:
+    """Optional output buffer of the window ops: [N, HV, V] in v's dtype."""
+    if out is not None:
+        check_tensor("out", out, shape=tuple(v.shape), dtypes=(v.dtype,), device=v.device)

@@ -11,9 +11,25 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import _gating, _l2norm, _recurrent_update, gating_reference, launch_config, recurrent_update_reference
-from ._common import l2norm_reference, use_triton
-from ._validate import check_cu_seqlens, check_gdn_inputs, check_slots, check_state, check_tensor, values_checkable
+from ._common import (
+    _gating,
+    _l2norm,
+    _recurrent_update,
+    gating_reference,
+    l2norm_reference,
+    launch_config,
+    recurrent_update_reference,
+    use_triton,
+)
+from ._validate import (
+    check_cu_seqlens,
+    check_gdn_inputs,
+    check_out,
+    check_slots,
+    check_state,
+    check_tensor,
+    values_checkable,
+)
 
 
 @triton.jit
@@ -68,8 +84,9 @@ def _gdn_recurrent_kernel(
             tl.store(p_h, h)
 
 
-def _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, validate):
+def _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, out, validate):
     N, B, H, HV, K, V = check_gdn_inputs(q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens)
+    check_out(out, v)
     S = check_state("state", state, HV, V, K, q.device)
     T_snap = None
     if snapshots is not None:
@@ -84,14 +101,14 @@ def _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, v
 
 
 def gdn_recurrent_reference(
-    q, k, v, a, b, *, A_log, dt_bias, state, slots, cu_seqlens, scale=None, snapshots=None, update_state=True
+    q, k, v, a, b, *, A_log, dt_bias, state, slots, cu_seqlens, scale=None, snapshots=None, update_state=True, out=None
 ):
     """PyTorch reference of ``gdn_recurrent`` (same signature and effects)."""
     N, H, K = q.shape
     HV, V = v.shape[1:]
     scale = K**-0.5 if scale is None else scale
     g, beta = gating_reference(a, b, A_log, dt_bias)
-    o = torch.zeros(N, HV, V, dtype=v.dtype, device=v.device)
+    o = torch.zeros_like(v) if out is None else out.zero_()
     cu = cu_seqlens.tolist()
     for i, slot in enumerate(slots.tolist()):
         if slot < 0:
@@ -124,6 +141,7 @@ def gdn_recurrent(
     scale: float | None = None,
     snapshots: torch.Tensor | None = None,
     update_state: bool = True,
+    out: torch.Tensor | None = None,
     validate: bool = True,
     impl: str = "auto",
 ) -> torch.Tensor:
@@ -135,17 +153,17 @@ def gdn_recurrent(
 
     Mutates ``state[slots]`` (unless ``update_state=False``) and, when given, ``snapshots``
     [B, T_max, HV, V, K] fp32 (state after each token of row i's window, indexed by row, not slot).
-    Returns o: [N, HV, V] in v's dtype. ``validate`` enables the host-side value checks of
-    ``cu_seqlens`` and ``slots`` (skipped during CUDA-graph capture).
+    Returns o: [N, HV, V] in v's dtype (written into ``out`` when given). ``validate`` enables the
+    host-side value checks of ``cu_seqlens`` and ``slots`` (skipped during CUDA-graph capture).
     """
-    N, B, H, HV, K, V = _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, validate)
+    N, B, H, HV, K, V = _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, out, validate)
     if not use_triton(impl, q):
         return gdn_recurrent_reference(
             q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, state=state, slots=slots, cu_seqlens=cu_seqlens,
-            scale=scale, snapshots=snapshots, update_state=update_state,
+            scale=scale, snapshots=snapshots, update_state=update_state, out=out,
         )  # fmt: skip
     scale = K**-0.5 if scale is None else scale
-    o = torch.empty(N, HV, V, dtype=v.dtype, device=v.device)
+    o = torch.empty_like(v) if out is None else out
     if B == 0:
         return o
     BV, num_warps = launch_config(K, V)

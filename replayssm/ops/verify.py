@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from ._common import _gating, _recurrent_update, gating_reference, l2norm_reference, launch_config, use_triton
-from ._validate import check_cu_seqlens, check_gdn_inputs, check_slots, check_state, values_checkable
+from ._validate import check_cu_seqlens, check_gdn_inputs, check_out, check_slots, check_state, values_checkable
 from .fold import fold_slot_reference, history_positions
 from .ring import Ring
 
@@ -91,7 +91,9 @@ def _gdn_replay_verify_kernel(
         offs_l = tl.arange(0, BL)
         mask_l = offs_l < n_hist
         pos_l = (bs + offs_l) & (L - 1)
-        k_h = _rows_l2norm(tl.load(rk + pos_l[:, None] * K + offs_k[None, :], mask=mask_l[:, None], other=0.0).to(tl.float32))
+        k_h = _rows_l2norm(
+            tl.load(rk + pos_l[:, None] * K + offs_k[None, :], mask=mask_l[:, None], other=0.0).to(tl.float32)
+        )
         g_h = tl.load(rg + pos_l, mask=mask_l, other=0.0)
         u_h = tl.load(ru + pos_l[:, None] * V + offs_v[None, :], mask=mask_l[:, None], other=0.0).to(tl.float32)
         G_hist = tl.sum(g_h, axis=0)
@@ -147,8 +149,9 @@ def _gdn_replay_verify_kernel(
                 tl.store(window + slot, T)
 
 
-def _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, dot_precision, validate):
+def _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, dot_precision, out, validate):
     N, B, H, HV, K, V = check_gdn_inputs(q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens)
+    check_out(out, v)
     S = check_state("checkpoint", checkpoint, HV, V, K, q.device)
     if not isinstance(ring, Ring):
         raise TypeError(f"ring must be a Ring, got {type(ring).__name__}")
@@ -171,7 +174,7 @@ def _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, d
 
 
 def gdn_replay_verify_reference(
-    q, k, v, a, b, *, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, scale=None, dot_precision="tf32"
+    q, k, v, a, b, *, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, scale=None, dot_precision="tf32", out=None
 ):
     """PyTorch reference of ``gdn_replay_verify`` (same signature and effects; fp32 throughout,
     ``dot_precision`` has no effect on CPU). Materialises S_prev, which the kernel never does."""
@@ -180,7 +183,7 @@ def gdn_replay_verify_reference(
     G = HV // H
     scale = K**-0.5 if scale is None else scale
     g, beta = gating_reference(a, b, A_log, dt_bias)
-    o = torch.zeros(N, HV, V, dtype=v.dtype, device=v.device)
+    o = torch.zeros_like(v) if out is None else out.zero_()
     c, L = ring.cursors, ring.L
     cu = cu_seqlens.tolist()
     for i, slot in enumerate(slots.tolist()):
@@ -241,6 +244,7 @@ def gdn_replay_verify(
     cu_seqlens: torch.Tensor,
     scale: float | None = None,
     dot_precision: str = "tf32",
+    out: torch.Tensor | None = None,
     validate: bool = True,
     impl: str = "auto",
 ) -> torch.Tensor:
@@ -254,17 +258,19 @@ def gdn_replay_verify(
 
     Mutates: ``checkpoint[slot]`` of rows whose ring says flush (exact fold of their history);
     the ring records at the window's positions; ``ring.cursors.window`` (pending window length).
-    Call ``ring_commit`` once all layers have verified. Returns o: [N, HV, V] in v's dtype.
+    Call ``ring_commit`` once all layers have verified. Returns o: [N, HV, V] in v's dtype (written
+    into ``out`` when given).
     """
-    N, B, H, HV, K, V = _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, dot_precision,
-                               validate)  # fmt: skip
+    N, B, H, HV, K, V = _check(
+        q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, dot_precision, out, validate
+    )
     if not use_triton(impl, q):
         return gdn_replay_verify_reference(
             q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, checkpoint=checkpoint, ring=ring, slots=slots,
-            cu_seqlens=cu_seqlens, scale=scale, dot_precision=dot_precision,
+            cu_seqlens=cu_seqlens, scale=scale, dot_precision=dot_precision, out=out,
         )  # fmt: skip
     scale = K**-0.5 if scale is None else scale
-    o = torch.empty(N, HV, V, dtype=v.dtype, device=v.device)
+    o = torch.empty_like(v) if out is None else out
     if B == 0:
         return o
     BV, num_warps = launch_config(K, V)

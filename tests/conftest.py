@@ -1,0 +1,29 @@
+"""Test-session setup: on a machine without a GPU the Triton kernels run in the interpreter.
+
+TRITON_INTERPRET must be set before any @triton.jit function is created, i.e. before replayssm.ops
+is imported; conftest.py is imported first, so it is set here.
+"""
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the device: see scripts/gpu_checks.py)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def device():
+    """Where the kernels under test run: the GPU when there is one, else the CPU (interpreter)."""
+    return torch.device("cuda" if HAS_CUDA else "cpu")

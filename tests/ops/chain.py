@@ -1,0 +1,56 @@
+"""A speculative chain driver: the recurrent baseline and ReplaySSM side by side on the same inputs."""
+
+import torch
+
+from replayssm.ops import Ring, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
+
+from .inputs import make_gdn_inputs, random_state, slot_tensor
+
+
+def call(fn, x, **kw):
+    return fn(x["q"], x["k"], x["v"], x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"],
+              cu_seqlens=x["cu_seqlens"], **kw)  # fmt: skip
+
+
+class Chain:
+    """Baseline state + snapshots vs checkpoint + ring, one shared random stream of inputs."""
+
+    def __init__(self, S, H, HV, K, V, *, T, L, dtype, device, impl, seed=0):
+        self.gen = torch.Generator().manual_seed(seed)
+        self.dims, self.T, self.dtype, self.device, self.impl = (S, H, HV, K, V), T, dtype, device, impl
+        self.state = random_state(S, HV, V, K, device=device, gen=self.gen)  # baseline's committed states
+        self.checkpoint = self.state.clone()
+        self.ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=dtype, device=device)
+        self.x = None
+        self.flushes = 0
+        self.A_log = (torch.rand(HV, generator=self.gen) * 2 - 1.5).to(device)
+        self.dt_bias = (torch.randn(HV, generator=self.gen) * 0.5).to(device)
+
+    def verify(self, slots, lens):
+        S, H, HV, K, V = self.dims
+        x = make_gdn_inputs(lens, H, HV, K, V, dtype=self.dtype, device=self.device, gen=self.gen)
+        x["A_log"], x["dt_bias"] = self.A_log, self.dt_bias
+        self.slots = slot_tensor(slots, self.device)
+        self.lens = lens
+        self.snaps = torch.full((len(lens), self.T, HV, V, K), float("nan"), device=self.device)
+        o_base = call(gdn_recurrent, x, state=self.state, slots=self.slots, snapshots=self.snaps,
+                      update_state=False, impl=self.impl)  # fmt: skip
+        live = [s for s in slots if s >= 0]
+        self.flushes += int(self.ring.cursors.flush[live].sum()) if live else 0
+        o_replay = call(gdn_replay_verify, x, checkpoint=self.checkpoint, ring=self.ring, slots=self.slots,
+                        impl=self.impl)  # fmt: skip
+        self.last_inputs, self.last_out = x, o_replay
+        return o_base, o_replay
+
+    def commit(self, num_accepted):
+        for i, s in enumerate(self.slots.tolist()):
+            if s >= 0:
+                self.state[s] = self.snaps[i, num_accepted[i] - 1]
+        n = torch.tensor(num_accepted, dtype=torch.int32, device=self.device)
+        ring_commit(self.ring, self.slots, n, impl=self.impl)
+
+    def committed_replay(self, slots):
+        """ReplaySSM committed state of ``slots``: checkpoint + pending history folded on a copy."""
+        S, H, HV, K, V = self.dims
+        out = torch.full((len(slots), HV, V, K), float("nan"), device=self.device)
+        return gdn_exact_fold(self.checkpoint, self.ring, slot_tensor(slots, self.device), out=out, impl=self.impl)
