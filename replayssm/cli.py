@@ -34,6 +34,25 @@ def _cmd_demo(args) -> int:
     return 0 if r.bitwise_steps == r.steps else 1
 
 
+def _cmd_memory(args) -> int:
+    import json
+    from pathlib import Path
+
+    from .state.memory import DTYPE_BYTES, format_plan, plan_memory
+    from .state.presets import PRESETS, geometry_from_config
+
+    if args.model in PRESETS:
+        geo = PRESETS[args.model]
+    elif Path(args.model).is_file():
+        geo = geometry_from_config(args.model)
+    else:
+        raise SystemExit(f"--model: {args.model!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json file")
+    plan = plan_memory(geo, tp=args.tp, T=args.draft_tokens, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
+                       budget_bytes=int(args.budget_gib * 2**30), context=args.context)  # fmt: skip
+    print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="replayssm", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -45,6 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     d.set_defaults(fn=_cmd_demo)
+
+    m = sub.add_parser("memory", help="per-request GDN state bytes of both backends, and how many requests fit")
+    m.add_argument("--model", required=True, help="a preset (qwen3.5-122b-a10b, ...) or a config.json path")
+    m.add_argument("--tp", type=int, default=1, help="tensor-parallel size (divides the GDN heads)")
+    m.add_argument("--draft-tokens", type=int, default=4, help="window length T")
+    m.add_argument("--ring", type=int, default=16, help="ring length L")
+    m.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16", help="activation dtype")
+    m.add_argument("--budget-gib", type=float, default=40.0, help="memory for request state on one GPU")
+    m.add_argument("--context", type=int, default=0, help="also count this many tokens of full-attention KV cache")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(fn=_cmd_memory)
     args = p.parse_args(argv)
     return args.fn(args)
 

@@ -1,0 +1,104 @@
+"""Short causal conv1d (depthwise, SiLU) over the GDN q/k/v channels, with speculative rollback.
+
+Layouts: ``x`` [N, C] tokens; ``weight`` [C, W] (W = kernel size, 4 in Qwen3-Next/3.5); ``bias``
+[C] or None; ``conv_state`` [S, W-1, C], the last W-1 inputs of each slot, oldest first.
+
+For a speculative window the state must roll back to the last accepted token (DESIGN §4). The
+window op therefore leaves the state alone and records each row's conv inputs, state included,
+in ``window`` [B, W-1+T_max, C]; ``conv_commit`` then keeps the W-1 inputs that end at the last
+accepted token. These are plain PyTorch ops with device-side indexing only (no host sync), so
+they can be captured in a CUDA graph; rows with slot -1 read and write nothing that matters
+(their gathers are clamped and their outputs zeroed).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._validate import ACT_DTYPES, check_tensor
+from .scatter import scatter_slots_
+
+
+def _check_conv(x, weight, bias, conv_state=None):
+    check_tensor("x", x, ndim=2, dtypes=ACT_DTYPES)
+    C = x.shape[1]
+    check_tensor("weight", weight, ndim=2, dtypes=ACT_DTYPES, device=x.device)
+    if weight.shape[0] != C:
+        raise ValueError(f"weight must have shape ({C}, W), got {tuple(weight.shape)}")
+    if bias is not None:
+        check_tensor("bias", bias, shape=(C,), dtypes=ACT_DTYPES, device=x.device)
+    if conv_state is not None:
+        check_tensor("conv_state", conv_state, ndim=3, dtypes=(x.dtype,), device=x.device)
+        if tuple(conv_state.shape[1:]) != (weight.shape[1] - 1, C):
+            raise ValueError(
+                f"conv_state must have shape (S, {weight.shape[1] - 1}, {C}), got {tuple(conv_state.shape)}"
+            )
+
+
+def causal_conv1d_prefill(x, weight, bias, cu_seqlens, initial_state=None):
+    """Whole prompts. x: [N, C]; cu_seqlens: [B+1] int32; initial_state: [B, W-1, C] or None (zeros).
+
+    Returns (y [N, C] = silu(conv(x)), final_state [B, W-1, C]): the last W-1 inputs of each sequence,
+    in x's dtype. Computed in fp32, rounded to x's dtype once.
+    """
+    _check_conv(x, weight, bias)
+    W = weight.shape[1]
+    B = cu_seqlens.shape[0] - 1
+    C = x.shape[1]
+    if initial_state is None:
+        initial_state = x.new_zeros(B, W - 1, C)
+    y = torch.empty_like(x)
+    final = x.new_empty(B, W - 1, C)
+    cu = cu_seqlens.tolist()
+    for i in range(B):
+        xx = torch.cat([initial_state[i], x[cu[i] : cu[i + 1]]], 0).float()  # [W-1+T, C]
+        out = F.conv1d(xx.t()[None], weight.float()[:, None, :], bias.float() if bias is not None else None, groups=C)
+        y[cu[i] : cu[i + 1]] = F.silu(out[0].t()).to(x.dtype)
+        final[i] = xx[-(W - 1) :].to(x.dtype)
+    return y, final
+
+
+def causal_conv1d_window(x, conv_state, weight, bias, slots, cu_seqlens, window):
+    """One speculative window per row, state untouched; fills ``window`` for ``conv_commit``.
+
+    x: [N, C]; conv_state: [S, W-1, C]; slots: [B] int32 (-1 padding); cu_seqlens: [B+1] int32 with
+    windows of at most T_max tokens; window: [>=B, W-1+T_max, C] scratch (x's dtype), written for
+    rows 0..B-1. Returns y: [N, C] (padding rows' outputs are 0).
+    """
+    _check_conv(x, weight, bias, conv_state)
+    N, C = x.shape
+    W = weight.shape[1]
+    B = slots.shape[0]
+    span = window.shape[1]  # W-1+T_max
+    dev = x.device
+    pos = torch.arange(span, device=dev)
+    starts, lens = cu_seqlens[:-1].long(), (cu_seqlens[1:] - cu_seqlens[:-1]).long()
+    live = slots >= 0
+    safe_slots = torch.where(live, slots, 0).long()
+    tok = (starts[:, None] + pos[None, :] - (W - 1)).clamp(0, max(N - 1, 0))  # [B, span]
+    from_x = (pos[None, :] >= W - 1) & (pos[None, :] - (W - 1) < lens[:, None])
+    from_state = (pos < W - 1)[None, :] & live[:, None]
+    st = conv_state[safe_slots][:, pos.clamp(max=W - 2)]  # [B, span, C]
+    xx = torch.where(from_state[..., None], st, torch.where(from_x[..., None], x[tok], torch.zeros((), dtype=x.dtype)))
+    window[:B] = xx
+    taps = xx.float().unfold(1, W, 1)  # [B, T_max, C, W]
+    rows_y = (taps * weight.float()[None, None]).sum(-1)
+    if bias is not None:
+        rows_y = rows_y + bias.float()
+    rows_y = F.silu(rows_y) * live[:, None, None]
+    row = torch.searchsorted(cu_seqlens[1:].long(), torch.arange(N, device=dev), right=True)
+    return rows_y[row, torch.arange(N, device=dev) - starts[row]].to(x.dtype)
+
+
+def conv_commit(conv_state, window, slots, num_accepted):
+    """Roll ``conv_state[slots]`` forward to the last accepted token of each row's window.
+
+    window: [>=B, W-1+T_max, C] from ``causal_conv1d_window``; num_accepted: [B] int32 (>= 1).
+    Rows with slot -1 are skipped. Mutates ``conv_state``.
+    """
+    B = slots.shape[0]
+    Wm1 = conv_state.shape[1]
+    idx = num_accepted.long()[:, None] + torch.arange(Wm1, device=slots.device)[None, :]  # [B, W-1]
+    kept = torch.gather(window[:B], 1, idx[..., None].expand(B, Wm1, window.shape[2]))
+    scatter_slots_(conv_state, slots, kept)

@@ -1,0 +1,8 @@
+"""Per-request GDN state across all layers: slots, ring lifecycle, conv rollback, memory accounting."""
+
+from .config import PoolConfig
+from .lifecycle import PoolExhaustedError, SlotError
+from .pool import GDNStatePool
+from .transfer import PoolSnapshot
+
+__all__ = ["GDNStatePool", "PoolConfig", "PoolExhaustedError", "PoolSnapshot", "SlotError"]

@@ -1,0 +1,232 @@
+"""GDN state pool: per-request slots across all GDN layers and their speculative lifecycle.
+
+One step of an engine, for a batch of slots:
+
+    for layer in GDN layers:
+        x = pool.conv_update(layer, x, weight=..., bias=..., slots=..., cu_seqlens=...)
+        o = pool.verify(layer, q, k, v, a, b, ...)     # or pool.decode(...) for one plain token
+    pool.commit(slots, num_accepted)                   # once, after every layer
+
+``backend="recurrent"`` is today's engine: per-token snapshots into a preallocated scratch,
+then a copy of the accepted one. ``backend="replay"`` keeps a checkpoint and a ring per slot
+and commits by moving cursors; its committed state is bitwise the recurrent one's.
+
+Protocol errors (``SlotError``) and pool exhaustion (``PoolExhaustedError``) are raised before
+anything is written, when ``PoolConfig.validate`` is on (the default).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..ops import Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit, ring_mark_folded
+from ..ops.conv import causal_conv1d_window, conv_commit
+from ..ops.scatter import scatter_slots_
+from .config import PoolConfig
+from .lifecycle import SlotTracker
+
+
+class GDNStatePool:
+    def __init__(self, cfg: PoolConfig):
+        self.cfg = cfg
+        dev = torch.device(cfg.device)
+        self.device = dev
+        NL, S, B, T = cfg.num_layers, cfg.num_slots, cfg.batch_rows, cfg.max_window
+        # checkpoint (replay) or live state (recurrent), all layers in one tensor
+        self.state = torch.zeros(NL, S, cfg.HV, cfg.V, cfg.K, dtype=torch.float32, device=dev)
+        self.conv_state = torch.zeros(NL, S, cfg.conv_kernel - 1, cfg.channels, dtype=cfg.dtype, device=dev)
+        self.conv_window = torch.zeros(NL, B, cfg.conv_kernel - 1 + T, cfg.channels, dtype=cfg.dtype, device=dev)
+        self.snapshots = None
+        self.rings: list[Ring] = []
+        if cfg.backend == "recurrent":
+            self.snapshots = torch.empty(NL, B, T, cfg.HV, cfg.V, cfg.K, dtype=torch.float32, device=dev)
+        else:
+            self.cursors = RingCursors.allocate(S, L=cfg.ring_len, max_window=T, device=dev)
+            one = Ring.allocate(S, cfg.H, cfg.HV, cfg.K, cfg.V, L=cfg.ring_len, max_window=T, dtype=cfg.dtype,
+                                u_dtype=cfg.u_dtype, device=dev, cursors=self.cursors)  # fmt: skip
+            # one tensor per kind for all layers; each layer's Ring is a view into it
+            self.ring_k, self.ring_v, self.ring_g, self.ring_beta, self.ring_u = (
+                t.unsqueeze(0).repeat((NL,) + (1,) * t.dim()) for t in (one.k, one.v, one.g, one.beta, one.u)
+            )
+            del one
+            self.rings = [
+                Ring(self.ring_k[i], self.ring_v[i], self.ring_g[i], self.ring_beta[i], self.ring_u[i], self.cursors)
+                for i in range(NL)
+            ]
+        self.tracker = SlotTracker(cfg)
+
+    # --- slots -------------------------------------------------------------------------------
+    def alloc(self, n: int) -> torch.Tensor:
+        """n fresh slots (zero state, zero conv state, empty ring) as an int32 tensor on the pool's device."""
+        ids = self.tracker.alloc(n)
+        slots = torch.tensor(ids, dtype=torch.int32, device=self.device)
+        idx = slots.long()
+        self.state[:, idx] = 0
+        self.conv_state[:, idx] = 0
+        if self.cfg.backend == "replay":
+            for c in (self.cursors.write_pos, self.cursors.base, self.cursors.flush, self.cursors.window):
+                c[idx] = 0
+        return slots
+
+    def free(self, slots: torch.Tensor) -> None:
+        self.tracker.free(self._ids(slots, "slots", padding=False))
+
+    @property
+    def num_free(self) -> int:
+        return self.tracker.num_free
+
+    def _ids(self, slots, name="slots", padding=True) -> list[int]:
+        if not isinstance(slots, torch.Tensor) or slots.dtype != torch.int32 or slots.dim() != 1:
+            raise TypeError(f"{name} must be a 1-D int32 tensor, got {slots!r:.80}")
+        if slots.device != self.device:
+            raise ValueError(f"{name} must be on {self.device}, got {slots.device}")
+        if slots.shape[0] > self.cfg.batch_rows:
+            raise ValueError(f"{name} has {slots.shape[0]} rows, more than PoolConfig.max_batch={self.cfg.batch_rows}")
+        return self.tracker.check_ids(slots, name, padding) if self.cfg.validate else []
+
+    def _layer(self, layer: int) -> int:
+        if not isinstance(layer, int) or not 0 <= layer < self.cfg.num_layers:
+            raise ValueError(f"layer must be an int in [0, {self.cfg.num_layers}), got {layer!r}")
+        return layer
+
+    # --- per-layer work of one step ---------------------------------------------------------------
+    def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
+        """Set the committed state of ``slots`` after prefill: state [n, HV, V, K] fp32, conv_state
+        [n, W-1, C]. The slots' rings must be empty (fresh, or ``flush``ed)."""
+        layer = self._layer(layer)
+        ids = self._ids(slots, padding=False)
+        n = slots.shape[0]
+        cfg = self.cfg
+        for name, t, shape, dt in (("state", state, (n, cfg.HV, cfg.V, cfg.K), torch.float32),
+                                   ("conv_state", conv_state, (n, cfg.conv_kernel - 1, cfg.channels), cfg.dtype)):  # fmt: skip
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape or t.dtype != dt:
+                got = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"{name} must be a {dt} tensor of shape {shape}, got {got}")
+        if cfg.validate:
+            self.tracker.check_idle(ids, "write_prefill")
+            if cfg.backend == "replay":
+                pending = [s for s in ids if int(self.cursors.write_pos[s])]
+                if pending:
+                    raise ValueError(f"slots {pending} hold unfolded ring history; flush() them before write_prefill")
+        self.state[layer, slots.long()] = state.to(self.device)
+        self.conv_state[layer, slots.long()] = conv_state.to(self.device)
+
+    def conv_update(self, layer, x, *, weight, bias, slots, cu_seqlens) -> torch.Tensor:
+        """Causal conv1d + SiLU over the step's tokens x [N, C]; the conv state moves only at commit."""
+        layer = self._layer(layer)
+        self._ids(slots)
+        return causal_conv1d_window(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, self.conv_window[layer])
+
+    def verify(self, layer, q, k, v, a, b, *, A_log, dt_bias, slots, cu_seqlens, scale=None) -> torch.Tensor:
+        """Speculative verify of one layer over windows of 1..max_window tokens; returns o [N, HV, V]."""
+        return self._window(layer, "verify", q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale)
+
+    def decode(self, layer, q, k, v, a, b, *, A_log, dt_bias, slots, cu_seqlens=None, scale=None) -> torch.Tensor:
+        """One plain (non-speculative) token per slot; commit with ``num_accepted=None`` afterwards."""
+        if cu_seqlens is None:
+            cu_seqlens = torch.arange(slots.shape[0] + 1, dtype=torch.int32, device=self.device)
+        if q.shape[0] != slots.shape[0]:
+            raise ValueError(f"decode takes one token per slot: q has {q.shape[0]} tokens for {slots.shape[0]} slots")
+        return self._window(layer, "decode", q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale)
+
+    def _window(self, layer, kind, q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale):
+        layer = self._layer(layer)
+        ids = self._ids(slots)
+        cfg = self.cfg
+        if cfg.validate:
+            self.tracker.begin(layer, kind, ids, cu_seqlens)
+        self.tracker.kind = kind
+        kw = dict(A_log=A_log, dt_bias=dt_bias, slots=slots, cu_seqlens=cu_seqlens, scale=scale, impl=cfg.impl)
+        try:
+            if cfg.backend == "replay":
+                return gdn_replay_verify(q, k, v, a, b, checkpoint=self.state[layer], ring=self.rings[layer],
+                                         dot_precision=cfg.dot_precision, validate=cfg.validate, **kw)  # fmt: skip
+            if kind == "decode":
+                return gdn_recurrent(q, k, v, a, b, state=self.state[layer], validate=cfg.validate, **kw)
+            snaps = self.snapshots[layer, : slots.shape[0]]
+            return gdn_recurrent(q, k, v, a, b, state=self.state[layer], snapshots=snaps, update_state=False,
+                                 validate=cfg.validate, **kw)  # fmt: skip
+        except (ValueError, TypeError):
+            if cfg.validate:
+                self.tracker.undo(layer, ids)
+            raise
+
+    # --- once per step ---------------------------------------------------------------------------
+    def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor | None = None) -> None:
+        """End the step: keep ``num_accepted`` [B] int32 (bonus included; None = 1 each, for decode)
+        tokens of every row's window in all layers (SSM state and conv state)."""
+        ids = self._ids(slots)
+        B = slots.shape[0]
+        if num_accepted is None:
+            num_accepted = torch.ones(B, dtype=torch.int32, device=self.device)
+        if (
+            not isinstance(num_accepted, torch.Tensor)
+            or num_accepted.dtype != torch.int32
+            or num_accepted.shape != (B,)
+        ):
+            raise ValueError(f"num_accepted must be an int32 tensor of shape ({B},), got {num_accepted!r:.80}")
+        kind = self.tracker.commit_kind(ids, num_accepted) if self.cfg.validate else self.tracker.kind
+        if self.cfg.backend == "replay":
+            ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
+        elif kind != "decode":
+            rows = torch.arange(B, device=self.device)
+            accepted = self.snapshots[:, rows, num_accepted.long() - 1]  # [NL, B, HV, V, K]
+            NL, S = self.cfg.num_layers, self.cfg.num_slots
+            offs = torch.arange(NL, device=self.device)[:, None] * S
+            flat_slots = torch.where(slots[None, :] >= 0, offs + slots[None, :], -1).flatten()
+            scatter_slots_(self.state.view(NL * S, *self.state.shape[2:]), flat_slots, accepted.flatten(0, 1))
+        for layer in range(self.cfg.num_layers):
+            conv_commit(self.conv_state[layer], self.conv_window[layer], slots, num_accepted)
+        self.tracker.end_step(ids)
+
+    # --- committed state: read, fold, move --------------------------------------------------------
+    def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
+        """fp32 [n, HV, V, K] committed state of ``slots`` in ``layer``, materialised without mutating anything."""
+        layer = self._layer(layer)
+        ids = self._ids(slots, padding=False)
+        if self.cfg.validate:
+            self.tracker.check_idle(ids, "committed_state")
+        if self.cfg.backend == "recurrent":
+            return self.state[layer, slots.long()].clone()
+        out = torch.empty(slots.shape[0], self.cfg.HV, self.cfg.V, self.cfg.K, device=self.device)
+        return gdn_exact_fold(self.state[layer], self.rings[layer], slots, out=out, validate=False, impl=self.cfg.impl)
+
+    def committed_conv_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
+        layer = self._layer(layer)
+        self._ids(slots, padding=False)
+        return self.conv_state[layer, slots.long()].clone()
+
+    def flush(self, slots: torch.Tensor) -> None:
+        """Fold the pending history of ``slots`` into their checkpoints, in every layer (replay; no-op
+        for recurrent). Needed before the committed state is handed elsewhere by reference."""
+        ids = self._ids(slots)
+        if self.cfg.validate:
+            self.tracker.check_idle(ids, "flush")
+        if self.cfg.backend == "replay":
+            for layer in range(self.cfg.num_layers):
+                gdn_exact_fold(self.state[layer], self.rings[layer], slots, empty_history=False, validate=False,
+                               impl=self.cfg.impl)  # fmt: skip
+            ring_mark_folded(self.cursors, slots, validate=False, impl=self.cfg.impl)
+
+    def offload(self, slots: torch.Tensor):
+        """CPU snapshot of ``slots`` (checkpoints, rings, cursors, conv state); the slots stay allocated."""
+        from .transfer import offload
+
+        return offload(self, slots)
+
+    def restore(self, snapshot) -> torch.Tensor:
+        """Allocate new slots holding ``snapshot``; they continue bit for bit where it stopped."""
+        from .transfer import restore
+
+        return restore(self, snapshot)
+
+    def fork(self, slots: torch.Tensor) -> torch.Tensor:
+        """New slots with identical committed state and history (parallel sampling, shared prefixes)."""
+        from .transfer import fork
+
+        return fork(self, slots)
+
+    def memory_report(self) -> dict[str, int]:
+        from .memory import pool_memory_report
+
+        return pool_memory_report(self)

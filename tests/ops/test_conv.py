@@ -1,0 +1,64 @@
+"""Conv rollback against a reference that replays only the accepted tokens."""
+
+import torch
+import torch.nn.functional as F
+
+from replayssm.ops.conv import causal_conv1d_prefill, causal_conv1d_window, conv_commit
+
+
+def _ref_outputs(history, xs, weight, bias):
+    """Token-by-token causal conv: history [W-1, C] of earlier inputs, xs [T, C]."""
+    W = weight.shape[1]
+    buf, out = list(history), []
+    for x in xs:
+        buf.append(x)
+        taps = torch.stack(buf[-W:])  # [W, C]
+        out.append(F.silu((taps.t() * weight).sum(-1) + bias))
+    return torch.stack(out), torch.stack(buf[-(W - 1) :])
+
+
+def test_window_and_rollback_match_accepted_replay():
+    g = torch.Generator().manual_seed(0)
+    C, W, S, T = 10, 4, 4, 4
+    weight, bias = torch.randn(C, W, generator=g), torch.randn(C, generator=g)
+    state = torch.randn(S, W - 1, C, generator=g)
+    accepted_inputs = {s: list(state[s].clone()) for s in range(S)}  # the inputs a reference would have seen
+    for _ in range(20):
+        slots = torch.randperm(S, generator=g)[:3].to(torch.int32)
+        slots[int(torch.randint(0, 3, (1,), generator=g))] = -1
+        lens = torch.randint(1, T + 1, (3,), generator=g)
+        cu = torch.zeros(4, dtype=torch.int32)
+        cu[1:] = lens.cumsum(0)
+        x = torch.randn(int(cu[-1]), C, generator=g)
+        window = torch.full((3, W - 1 + T, C), float("nan"))
+        y = causal_conv1d_window(x, state, weight, bias, slots, cu, window)
+        n = torch.stack([torch.randint(1, int(m) + 1, (1,), generator=g)[0] for m in lens]).to(torch.int32)
+        before = state.clone()
+        conv_commit(state, window, slots, n)
+        for i, s in enumerate(slots.tolist()):
+            rows = slice(int(cu[i]), int(cu[i + 1]))
+            if s < 0:
+                assert (y[rows] == 0).all()
+                continue
+            hist = torch.stack(accepted_inputs[s][-(W - 1) :])
+            ref_y, _ = _ref_outputs(hist, x[rows], weight, bias)
+            assert torch.allclose(y[rows], ref_y, atol=1e-6)  # fp32 sums in a different order
+            accepted_inputs[s] += list(x[rows][: int(n[i])])
+            assert torch.equal(state[s], torch.stack(accepted_inputs[s][-(W - 1) :]))
+        untouched = [s for s in range(S) if s not in slots.tolist()]
+        assert torch.equal(state[untouched], before[untouched])
+
+
+def test_prefill_matches_token_by_token():
+    g = torch.Generator().manual_seed(1)
+    C, W = 6, 4
+    weight, bias = torch.randn(C, W, generator=g), torch.randn(C, generator=g)
+    x = torch.randn(9, C, generator=g)
+    cu = torch.tensor([0, 2, 9], dtype=torch.int32)
+    init = torch.randn(2, W - 1, C, generator=g)
+    y, final = causal_conv1d_prefill(x, weight, bias, cu, init)
+    for i in range(2):
+        rows = slice(int(cu[i]), int(cu[i + 1]))
+        ref_y, ref_state = _ref_outputs(init[i], x[rows], weight, bias)
+        assert torch.allclose(y[rows], ref_y, atol=1e-6)
+        assert torch.equal(final[i], ref_state)

@@ -1,0 +1,62 @@
+"""The planner against bytes computed by hand (arithmetic spelled out in the comments)."""
+
+import json
+
+import pytest
+
+from replayssm.cli import main
+from replayssm.state.memory import plan_memory
+from replayssm.state.presets import PRESETS, geometry_from_config
+
+
+def test_qwen35_122b_tp1_by_hand():
+    p = plan_memory(PRESETS["qwen3.5-122b-a10b"], tp=1, T=4, L=16, budget_bytes=40 * 2**30)
+    # 48 layers, every 4th full attention -> 36 GDN layers; H=16, HV=64, K=V=128, conv 4
+    assert p["gdn_layers"] == 36
+    assert p["per_layer"]["state"] == 4_194_304  # 64*128*128*4
+    assert p["conv_channels"] == 12_288  # 2*16*128 + 64*128
+    assert p["per_layer"]["conv_state"] == 73_728  # 3*12288*2
+    assert p["per_layer"]["ring"] == 598_016  # 16*(16*128*2 + 64*128*2 + 64*4*2 + 64*128*2) = 16*37376
+    assert p["per_layer"]["snapshots"] == 16_777_216  # 4*4194304
+    # (4194304 + 73728 + 172032 conv window + 16777216) * 36
+    assert p["per_request"]["recurrent"] == 619_802_880 + 144_019_200
+    # (4194304 + 73728 + 172032 + 598016) * 36 + 16 cursor bytes
+    assert p["per_request"]["replay"] == 181_370_896
+    assert p["requests_fit"] == {"recurrent": 56, "replay": 236}  # floor(42949672960 / per request)
+
+
+def test_qwen35_27b_tp2_by_hand():
+    p = plan_memory(PRESETS["qwen3.5-27b"], tp=2, T=4, L=16)
+    # 64 layers -> 48 GDN; per GPU H=8, HV=24; C = 2*8*128 + 24*128 = 5120
+    assert (p["H"], p["HV"], p["conv_channels"]) == (8, 24, 5120)
+    assert p["per_layer"]["ring"] == 232_448  # 16*(8*128*2 + 24*128*2 + 24*8 + 24*128*2) = 16*14528
+    assert p["per_request"]["recurrent"] == 382_402_560  # 48*(1572864 + 30720 + 71680 + 6291456)
+    assert p["per_request"]["replay"] == 91_570_192  # 48*(1572864 + 30720 + 71680 + 232448) + 16
+
+
+def test_kv_cache_and_errors(tmp_path):
+    geo = PRESETS["qwen3-next-80b-a3b"]
+    p = plan_memory(geo, tp=1, context=1000)
+    assert p["kv_cache"] == 12 * 2 * 2 * 256 * 2 * 1000  # 12 attention layers, K and V, 2 kv heads, bf16
+    with pytest.raises(ValueError, match="tp=3 does not divide linear_num_key_heads=16"):
+        plan_memory(geo, tp=3)
+    cfg = {"text_config": {"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 256, "linear_num_key_heads": 2,
+                           "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+                           "linear_conv_kernel_dim": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+                           "head_dim": 16, "full_attention_interval": 4}}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    g = geometry_from_config(path)
+    assert g.num_gdn_layers == 6 and g.HV == 4
+    del cfg["text_config"]["linear_num_value_heads"]
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="lacks the field 'linear_num_value_heads'"):
+        geometry_from_config(path)
+
+
+def test_cli_memory(capsys):
+    assert main(["memory", "--model", "qwen3.5-122b-a10b", "--tp", "1", "--draft-tokens", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "4,194,304" in out and "181,370,896" in out
+    assert main(["memory", "--model", "qwen3.5-4b", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gdn_layers"] == 24
