@@ -79,12 +79,15 @@ def format_plan(p: dict) -> str:
         ("ring (L*(H*K*a + HV*V*a + 8*HV + HV*V*u))", 0, lay["ring"]),
     ]
     w = 46
-    lines = [f"model {p['model']}  TP {p['tp']}  T={p['T']}  L={p['L']}",
-             f"GDN per GPU: {n} layers, H={p['H']} HV={p['HV']} K={p['K']} V={p['V']}, conv channels C={p['conv_channels']}",
-             f"{'bytes per request, per GDN layer':<{w}}{'recurrent':>16}{'replay':>16}"]  # fmt: skip
+    geo = f"H={p['H']} HV={p['HV']} K={p['K']} V={p['V']}, conv channels C={p['conv_channels']}"
+    lines = [
+        f"model {p['model']}  TP {p['tp']}  T={p['T']}  L={p['L']}",
+        f"GDN per GPU: {n} layers, {geo}",
+        f"{'bytes per request, per GDN layer':<{w}}{'recurrent':>16}{'replay':>16}",
+    ]
     lines += [f"  {name:<{w - 2}}{a:>16,}{b:>16,}" for name, a, b in rows]
-    lines.append(f"{'per request, x ' + str(n) + ' layers (+16 B cursors, replay)':<{w}}"
-                 f"{p['per_request']['recurrent'] - p['kv_cache']:>16,}{p['per_request']['replay'] - p['kv_cache']:>16,}")  # fmt: skip
+    rec, rep = (p["per_request"][b] - p["kv_cache"] for b in ("recurrent", "replay"))
+    lines.append(f"{'per request, x ' + str(n) + ' layers (+16 B cursors, replay)':<{w}}{rec:>16,}{rep:>16,}")
     if p["kv_cache"]:
         lines.append(f"{'  + full-attention KV cache':<{w}}{p['kv_cache']:>16,}{p['kv_cache']:>16,}")
     lines.append(
@@ -94,6 +97,7 @@ def format_plan(p: dict) -> str:
         f = p["requests_fit"]
         lines.append(f"budget {p['budget']:,} B ({p['budget'] / 2**30:.2f} GiB)")
         lines.append(f"{'requests that fit':<{w}}{f['recurrent']:>16,}{f['replay']:>16,}")
-        lines.append(f"{'speculative scratch at that concurrency':<{w}}{p['speculative_scratch_total']['recurrent']:>16,}"
-                     f"{p['ring_total']:>16,}  (replay: ring buffers)")  # fmt: skip
+        scratch = p["speculative_scratch_total"]["recurrent"]
+        label = "speculative scratch at that concurrency"
+        lines.append(f"{label:<{w}}{scratch:>16,}{p['ring_total']:>16,}  (replay: ring buffers)")
     return "\n".join(lines)

@@ -97,8 +97,11 @@ class GDNStatePool:
         ids = self._ids(slots, padding=False)
         n = slots.shape[0]
         cfg = self.cfg
-        for name, t, shape, dt in (("state", state, (n, cfg.HV, cfg.V, cfg.K), torch.float32),
-                                   ("conv_state", conv_state, (n, cfg.conv_kernel - 1, cfg.channels), cfg.dtype)):  # fmt: skip
+        expected = (
+            ("state", state, (n, cfg.HV, cfg.V, cfg.K), torch.float32),
+            ("conv_state", conv_state, (n, cfg.conv_kernel - 1, cfg.channels), cfg.dtype),
+        )
+        for name, t, shape, dt in expected:
             if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape or t.dtype != dt:
                 got = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
                 raise ValueError(f"{name} must be a {dt} tensor of shape {shape}, got {got}")

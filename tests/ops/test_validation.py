@@ -49,6 +49,7 @@ BAD_ACTIVATIONS = [
     ("cu_seqlens", lambda x: torch.tensor([0, 2, 5]), TypeError, "cu_seqlens must have dtype"),
     ("cu_seqlens", lambda x: torch.tensor([0, 5], dtype=torch.int32), ValueError, "cu_seqlens must have shape"),
 ]
+BAD_IDS = [f"{b[0]}{i}" for i, b in enumerate(BAD_ACTIVATIONS)]
 BAD_SLOTS = [
     (slot_tensor([3, 0]), ValueError, r"ids \[3\] outside \[-1, 3\)"),
     (slot_tensor([-2, 0]), ValueError, "outside"),
@@ -70,7 +71,7 @@ def _recurrent(x, ring, state, slots, snaps=None, **kw):
 
 
 @pytest.mark.parametrize("op", [_verify, _recurrent], ids=["verify", "recurrent"])
-@pytest.mark.parametrize("name,make,exc,msg", BAD_ACTIVATIONS, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD_ACTIVATIONS)])
+@pytest.mark.parametrize("name,make,exc,msg", BAD_ACTIVATIONS, ids=BAD_IDS)
 def test_bad_activations(op, name, make, exc, msg):
     x, ring, state, snaps, slots = _setup()
     before = _snapshot(ring, state, snaps)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from replayssm.ops import Ring, gdn_replay_verify, ring_commit
+from replayssm.ops import Ring, gdn_replay_verify
 
 from .chain import Chain, call
 from .gdn64 import rel_err, run64

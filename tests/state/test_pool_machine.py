@@ -141,7 +141,8 @@ class LockstepPools(RuleBasedStateMachine):
         got = self._both(lambda p: p.fork(_slots(ids)).tolist())
         for p in self.pools.values():
             for layer in range(NL):
-                assert torch.equal(p.committed_state(layer, _slots(ids)), p.committed_state(layer, _slots(got["replay"])))
+                new = p.committed_state(layer, _slots(got["replay"]))
+                assert torch.equal(p.committed_state(layer, _slots(ids)), new)
         self.live += got["replay"]
 
     @precondition(lambda self: self.live)
