@@ -221,7 +221,7 @@ class _Peer:
         _check_dims(num_slots, H, HV, K, V)
         self.num_slots, self.H, self.HV, self.K, self.V = num_slots, H, HV, K, V
         self.dtype = dtype
-        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.device = torch.empty(0, device=device).device  # normalised: "cuda" -> cuda:<current>
         self.scale = K**-0.5 if scale is None else float(scale)
         self.kernels = kernels if kernels is not None else load_sglang_kernels(wheel_path)
 
@@ -477,6 +477,10 @@ class SGLangRingDecodePeer(_Peer):
     fp32, for this ring); ``g_cache`` [S, HV, L] fp32; per-slot cursor ``write_pos`` int32 [S]. The
     ring is linear: record ``j`` at position ``j``; the step that finds ``write_pos == L - 1`` (or a
     forced flush) folds ring + token into the checkpoint, and the cursor returns to 0.
+
+    ``decode`` / ``decode_packed`` run a whole step (cursor snapshot, kernel, cursor advance); the
+    engine snapshots and advances outside its CUDA graph, so ``decode_packed(...,
+    row_write_pos=row_cursors(slots))`` + ``advance`` time the kernel the way the engine runs it.
     """
 
     def __init__(
@@ -507,6 +511,7 @@ class SGLangRingDecodePeer(_Peer):
         self.g_cache = self._zeros(S, HV, L, dtype=torch.float32)
         self._write_pos = self._zeros(S + 1, dtype=torch.int32)  # last entry: scratch for padding rows
         self.write_pos = self._write_pos[:S]
+        self._unit_cu: dict[int, torch.Tensor] = {}
 
     @property
     def nbytes(self) -> int:
@@ -521,15 +526,34 @@ class SGLangRingDecodePeer(_Peer):
     def decode(self, q, k, v, a, b, A_log, dt_bias, slots, *, out=None, force_flush=None):
         """One token per row: q, k [B, H, K], v [B, HV, V], a, b [B, HV], slots [B] int32.
         Returns o [B, HV, V]. Packs q|k|v first (the engine gets ``mixed_qkv`` packed from the conv)."""
-        cu = torch.arange(slots.shape[0] + 1, dtype=torch.int32, device=slots.device)
-        _check_call(self, q, k, v, a, b, A_log, dt_bias, slots, cu)
+        B = slots.shape[0]
+        if B not in self._unit_cu:  # cu_seqlens of one token per row, only for the shape checks
+            self._unit_cu[B] = torch.arange(B + 1, dtype=torch.int32, device=self.device)
+        _check_call(self, q, k, v, a, b, A_log, dt_bias, slots, self._unit_cu[B])
         if q.shape[0] != slots.shape[0]:
             raise ValueError(f"decode takes one token per row: {q.shape[0]} tokens for {slots.shape[0]} rows")
         return self.decode_packed(self.pack(q, k, v), a, b, A_log, dt_bias, slots, out=out, force_flush=force_flush)
 
-    def decode_packed(self, mixed_qkv, a, b, A_log, dt_bias, slots, *, out=None, force_flush=None):
-        """The engine's call on packed ``mixed_qkv``; snapshots the row cursors, runs the kernel, then
-        advances the slot cursors on the device (0 after a flush, else +1)."""
+    def row_cursors(self, slots):
+        """Per-row snapshot of the slot cursors, ``write_pos[slots]`` [B] int32 (padding rows read slot 0):
+        what the engine's metadata build hands to every layer's decode."""
+        return self._write_pos[slots.long().clamp(min=0)]
+
+    def advance(self, slots, row_write_pos, force_flush=None):
+        """The engine's cursor advance after a decode step: 0 for rows that flushed, else +1 (device-side)."""
+        keep = row_write_pos != self.L - 1
+        if force_flush is not None:
+            keep = keep & (force_flush == 0)
+        nxt = (row_write_pos + 1) * keep
+        self._write_pos.index_copy_(0, torch.where(slots >= 0, slots.long(), self.num_slots), nxt.to(torch.int32))
+
+    def decode_packed(self, mixed_qkv, a, b, A_log, dt_bias, slots, *, out=None, force_flush=None, row_write_pos=None):
+        """The engine's kernel call on packed ``mixed_qkv`` [B, 2*H*K + HV*V]; returns o [B, HV, V].
+
+        Without ``row_write_pos`` it snapshots the row cursors, runs the kernel and advances the slot
+        cursors (a whole step, capturable). With ``row_write_pos`` (from ``row_cursors``) it only
+        launches the kernel and leaves the cursors to the caller (``advance``): the engine does the
+        snapshot and the advance outside its CUDA graph, so time this form to compare kernels."""
         check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=self.device)
         B = slots.shape[0]
         if out is None:
@@ -538,18 +562,17 @@ class SGLangRingDecodePeer(_Peer):
             check_tensor("out", out, shape=(B, self.HV, self.V), dtypes=(mixed_qkv.dtype,), device=self.device)
         if B == 0:
             return out
-        row_wp = self._write_pos[slots.long().clamp(min=0)]
+        step = row_write_pos is None
+        if step:
+            row_write_pos = self.row_cursors(slots)
         self.kernels.fused_recurrent_gdn_replayssm_decode(
             mixed_qkv=mixed_qkv, a=a, b=b, A_log=A_log, dt_bias=dt_bias, scale=self.scale,
             initial_state=self.checkpoint, d_cache=self.d_cache, k_cache=self.k_cache, g_cache=self.g_cache,
-            out=out.view(B, 1, self.HV, self.V), ssm_state_indices=slots, write_pos=row_wp,
+            out=out.view(B, 1, self.HV, self.V), ssm_state_indices=slots, write_pos=row_write_pos,
             force_flush=force_flush, use_qk_l2norm_in_kernel=True, **self.launch,
         )  # fmt: skip
-        flushed = row_wp == self.L - 1
-        if force_flush is not None:
-            flushed = flushed | (force_flush != 0)
-        nxt = torch.where(flushed, torch.zeros_like(row_wp), row_wp + 1)
-        self._write_pos.index_copy_(0, torch.where(slots >= 0, slots.long(), self.num_slots), nxt)
+        if step:
+            self.advance(slots, row_write_pos, force_flush)
         return out
 
     def reset(self, slots):

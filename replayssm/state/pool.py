@@ -21,7 +21,7 @@ import torch
 
 from ..ops import Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit, ring_mark_folded
 from ..ops.conv import causal_conv1d_window, conv_commit
-from ..ops.scatter import scatter_slots_
+from ..ops.snapshots import commit_snapshots
 from .config import PoolConfig
 from .lifecycle import SlotTracker
 
@@ -172,12 +172,7 @@ class GDNStatePool:
         if self.cfg.backend == "replay":
             ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
         elif kind != "decode":
-            rows = torch.arange(B, device=self.device)
-            accepted = self.snapshots[:, rows, num_accepted.long() - 1]  # [NL, B, HV, V, K]
-            NL, S = self.cfg.num_layers, self.cfg.num_slots
-            offs = torch.arange(NL, device=self.device)[:, None] * S
-            flat_slots = torch.where(slots[None, :] >= 0, offs + slots[None, :], -1).flatten()
-            scatter_slots_(self.state.view(NL * S, *self.state.shape[2:]), flat_slots, accepted.flatten(0, 1))
+            commit_snapshots(self.state, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
         for layer in range(self.cfg.num_layers):
             conv_commit(self.conv_state[layer], self.conv_window[layer], slots, num_accepted)
         self.tracker.end_step(ids)

@@ -35,9 +35,7 @@ from replayssm.ops import Ring, gdn_exact_fold, gdn_recurrent, gdn_replay_verify
 
 WHEEL = default_wheel_path()
 if not os.path.isfile(WHEEL):
-    pytest.skip(
-        f"sglang=={SGLANG_VERSION} wheel not found at {WHEEL} (set ${WHEEL_ENV})", allow_module_level=True
-    )
+    pytest.skip(f"sglang=={SGLANG_VERSION} wheel not found at {WHEEL} (set ${WHEEL_ENV})", allow_module_level=True)
 
 H, HV, K, V = 2, 4, 32, 32
 S = 3  # slots
@@ -123,84 +121,89 @@ def test_load(kernels):
 @pytest.mark.parametrize(
     "dtype, T, L, scatter",
     [
-        (torch.float32, 4, 8, "sglang"),  # L = 2T: every row with history flushes at every step
-        (torch.float16, 4, 16, "torch"),  # flush when write_pos > 8
-        (torch.float32, 2, 16, "sglang"),
+        (torch.float32, 3, 8, "sglang"),  # flush once write_pos > 2; T=3 pads SGLang's window lanes (BS=4)
+        (torch.float16, 4, 16, "torch"),  # flush once write_pos > 8
     ],
 )
 def test_spec_chain(kernels, device, dtype, T, L, scatter):
     gen = torch.Generator().manual_seed(1000 + T + L)
+    cpu = torch.device("cpu")
     B_max = S + 1
-    A_log = (torch.rand(HV, generator=gen) * 2 - 1.5).to(device)
-    dt_bias = (torch.randn(HV, generator=gen) * 0.5).to(device)
-    state0 = (torch.randn(S, HV, V, K, generator=gen) * 0.2).to(device)
+    A_log = torch.rand(HV, generator=gen) * 2 - 1.5
+    dt_bias = torch.randn(HV, generator=gen) * 0.5
+    state0 = torch.randn(S, HV, V, K, generator=gen) * 0.2
 
-    # ours: recurrent baseline state, ReplaySSM checkpoint + ring
+    # ours (reference backend, always on the CPU): recurrent baseline state, ReplaySSM checkpoint + ring
     state = state0.clone()
     checkpoint = state0.clone()
-    ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=dtype, device=device)
-    # SGLang
+    ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=dtype, device=cpu)
+    # SGLang, on `device`
     rec = SGLangRecurrentPeer(S, H, HV, K, V, T=T, max_batch=B_max, dtype=dtype, device=device, kernels=kernels,
                               scatter=scatter)  # fmt: skip
     rep = SGLangReplayPeer(S, H, HV, K, V, T=T, L=L, dtype=dtype, device=device, kernels=kernels)
     rec.state.copy_(state0)
     rep.checkpoint.copy_(state0)
+    params = (A_log.to(device), dt_bias.to(device))
 
     err = dict(rec_out=0.0, rep_out=0.0, rep_vs_ours_out=0.0, rec_state=0.0, rep_state=0.0, flush_ckpt=0.0)
     flushes = 0
     for _ in range(STEPS):
-        rows, slots = pick_rows(gen, device)
+        rows, slots = pick_rows(gen, cpu)
         B = len(rows)
         N = B * T
-        cu = torch.arange(0, N + 1, T, dtype=torch.int32, device=device)
-        q, k = rand(gen, N, H, K, dtype=dtype, device=device), rand(gen, N, H, K, dtype=dtype, device=device)
-        v = rand(gen, N, HV, V, dtype=dtype, device=device)
-        a, b = rand(gen, N, HV, dtype=dtype, device=device), rand(gen, N, HV, dtype=dtype, device=device)
-        x = (q, k, v, a, b)
+        cu = torch.arange(0, N + 1, T, dtype=torch.int32)
+        x = (rand(gen, N, H, K, dtype=dtype, device=cpu), rand(gen, N, H, K, dtype=dtype, device=cpu),
+             rand(gen, N, HV, V, dtype=dtype, device=cpu), rand(gen, N, HV, dtype=dtype, device=cpu),
+             rand(gen, N, HV, dtype=dtype, device=cpu))  # fmt: skip
+        xd = [t.to(device) for t in x]
+        slots_d, cu_d = slots.to(device), cu.to(device)
         kw = dict(A_log=A_log, dt_bias=dt_bias, slots=slots, cu_seqlens=cu, impl=REF)
         live = [s for s in rows if s >= 0]
-        live_idx = torch.tensor(live, dtype=torch.long, device=device)
-        tok = torch.cat([torch.arange(i * T, (i + 1) * T) for i, s in enumerate(rows) if s >= 0]).to(device)
+        live_rows = [i for i, s in enumerate(rows) if s >= 0]
+        pad_rows = [i for i, s in enumerate(rows) if s < 0]
+        tok = [t for i in live_rows for t in range(i * T, (i + 1) * T)]
+        pad_tok = [t for i in pad_rows for t in range(i * T, (i + 1) * T)]
         flushing = [s for s in live if int(rep.is_flush[s])]
         flushes += len(flushing)
-        state_before, rec_before = state.clone(), rec.state.clone()
+        state_before, rec_before = state.clone(), rec.state.cpu()
 
-        snaps = torch.full((B, T, HV, V, K), float("nan"), device=device)
+        snaps = torch.full((B, T, HV, V, K), float("nan"))
         o_base = gdn_recurrent(*x, state=state, snapshots=snaps, update_state=False, **kw)
         o_ours = gdn_replay_verify(*x, checkpoint=checkpoint, ring=ring, **kw)
-        o_rec = rec.verify(*x, A_log, dt_bias, slots, cu)
-        o_rep = rep.verify(*x, A_log, dt_bias, slots, cu)
+        o_rec = rec.verify(*xd, *params, slots_d, cu_d).cpu()
+        o_rep = rep.verify(*xd, *params, slots_d, cu_d).cpu()
 
-        assert o_rec.shape == o_rep.shape == v.shape and o_rep.dtype == dtype
+        assert o_rec.shape == o_rep.shape == x[2].shape and o_rep.dtype == dtype
         err["rec_out"] = max(err["rec_out"], rel(o_rec[tok], o_base[tok]))
         err["rep_out"] = max(err["rep_out"], rel(o_rep[tok], o_base[tok]))
         err["rep_vs_ours_out"] = max(err["rep_vs_ours_out"], rel(o_rep[tok], o_ours[tok]))
-        pad_tok = [t for i, s in enumerate(rows) if s < 0 for t in range(i * T, (i + 1) * T)]
         assert not o_rep[pad_tok].any(), "SGLang's replay verify zeroes padding rows"
+        ckpt = rep.checkpoint.cpu()
         for s in flushing:  # the flush folded the committed history: checkpoint == committed state
-            err["flush_ckpt"] = max(err["flush_ckpt"], rel(rep.checkpoint[s], state_before[s]))
+            err["flush_ckpt"] = max(err["flush_ckpt"], rel(ckpt[s], state_before[s]))
 
-        n = torch.randint(1, T + 1, (B,), generator=gen, dtype=torch.int32).to(device)
-        for i, s in enumerate(rows):
-            if s >= 0:
-                state[s] = snaps[i, int(n[i]) - 1]
+        n = torch.randint(1, T + 1, (B,), generator=gen, dtype=torch.int32)
+        for i in live_rows:
+            state[rows[i]] = snaps[i, int(n[i]) - 1]
         ring_commit(ring, slots, n, impl=REF)
-        rec.commit(slots, n)
-        rep.commit(slots, n)
+        rec.commit(slots_d, n.to(device))
+        rep.commit(slots_d, n.to(device))
 
-        ours_replay_state = gdn_exact_fold(checkpoint, ring, live_idx.int(), out=torch.empty(len(live), HV, V, K,
-                                           device=device), impl=REF)  # fmt: skip
-        assert torch.equal(ours_replay_state, state[live_idx]), "our exact fold is bitwise the baseline"
-        rep_state = rep.committed_state(slots)
-        assert not rep_state[[i for i, s in enumerate(rows) if s < 0]].any()
-        rep_state = rep_state[[i for i, s in enumerate(rows) if s >= 0]]
-        assert torch.equal(rep_state, rec.state[live_idx]), "SGLang's exact fold is bitwise its recurrent kernel"
-        err["rec_state"] = max(err["rec_state"], rel(rec.state[live_idx], state[live_idx]))
-        err["rep_state"] = max(err["rep_state"], rel(rep_state, state[live_idx]))
+        live_t = torch.tensor(live, dtype=torch.int32)
+        ours_replay_state = gdn_exact_fold(checkpoint, ring, live_t, out=torch.empty(len(live), HV, V, K), impl=REF)
+        assert torch.equal(ours_replay_state, state[live]), "our exact fold is bitwise the baseline"
+        rec_state = rec.state.cpu()
+        rep_state = rep.committed_state(slots_d).cpu()
+        assert not rep_state[pad_rows].any()
+        rep_state = rep_state[live_rows]
+        assert torch.equal(rep_state, rec_state[live]), "SGLang's exact fold is bitwise its recurrent kernel"
+        err["rec_state"] = max(err["rec_state"], rel(rec_state[live], state[live]))
+        err["rep_state"] = max(err["rep_state"], rel(rep_state, state[live]))
         idle = [s for s in range(S) if s not in live]
-        assert torch.equal(rec.state[idle], rec_before[idle]), "rows not in the batch keep their state"
+        assert torch.equal(rec_state[idle], rec_before[idle]), "rows not in the batch keep their state"
 
-    print(f"\n{dtype} T={T} L={L} scatter={scatter} flushes={flushes}: " + ", ".join(f"{k}={v:.2e}" for k, v in err.items()))
+    errs = ", ".join(f"{name}={e:.2e}" for name, e in err.items())
+    print(f"\n{dtype} T={T} L={L} scatter={scatter} on {device.type}, flushes={flushes}: {errs}")
     assert flushes > 0
     bound = out_bound(dtype, device)
     assert err["rec_out"] <= OUT_BOUND[dtype], err
@@ -234,11 +237,13 @@ def test_replay_peer_reset_and_sizes(kernels, device):
 def test_ring_decode_chain(kernels, device, dtype):
     L = 16
     gen = torch.Generator().manual_seed(7)
-    A_log = (torch.rand(HV, generator=gen) * 2 - 1.5).to(device)
-    dt_bias = (torch.randn(HV, generator=gen) * 0.5).to(device)
-    state = (torch.randn(S, HV, V, K, generator=gen) * 0.2).to(device)
+    cpu = torch.device("cpu")
+    A_log = torch.rand(HV, generator=gen) * 2 - 1.5
+    dt_bias = torch.randn(HV, generator=gen) * 0.5
+    state = torch.randn(S, HV, V, K, generator=gen) * 0.2  # ours (reference backend, CPU)
     dec = SGLangRingDecodePeer(S, H, HV, K, V, L=L, dtype=dtype, device=device, kernels=kernels)
     dec.checkpoint.copy_(state)
+    params = (A_log.to(device), dt_bias.to(device))
     # The ring decode rounds beta to the activation dtype (ours keeps it fp32) and folds the ring
     # open-loop with dots in the activation dtype: looser than the verify peers for fp16.
     o_bound = 1e-4 if dtype == torch.float32 else 5e-3
@@ -250,26 +255,26 @@ def test_ring_decode_chain(kernels, device, dtype):
     for _ in range(STEPS):
         perm = torch.randperm(S, generator=gen).tolist()  # every slot decodes every step, rows shuffled
         rows = perm[:1] + [-1] + perm[1:]
-        slots = torch.tensor(rows, dtype=torch.int32, device=device)
+        slots = torch.tensor(rows, dtype=torch.int32)
         B = len(rows)
-        q, k = rand(gen, B, H, K, dtype=dtype, device=device), rand(gen, B, H, K, dtype=dtype, device=device)
-        v = rand(gen, B, HV, V, dtype=dtype, device=device)
-        a, b = rand(gen, B, HV, dtype=dtype, device=device), rand(gen, B, HV, dtype=dtype, device=device)
+        x = (rand(gen, B, H, K, dtype=dtype, device=cpu), rand(gen, B, H, K, dtype=dtype, device=cpu),
+             rand(gen, B, HV, V, dtype=dtype, device=cpu), rand(gen, B, HV, dtype=dtype, device=cpu),
+             rand(gen, B, HV, dtype=dtype, device=cpu))  # fmt: skip
         will_flush = [s for s in perm if int(dec.write_pos[s]) == L - 1]
         flushes += len(will_flush)
-        cu = torch.arange(B + 1, dtype=torch.int32, device=device)
-        o_ref = gdn_recurrent(q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, state=state, slots=slots, cu_seqlens=cu,
-                              impl=REF)  # fmt: skip
-        o = dec.decode(q, k, v, a, b, A_log, dt_bias, slots)
+        cu = torch.arange(B + 1, dtype=torch.int32)
+        o_ref = gdn_recurrent(*x, A_log=A_log, dt_bias=dt_bias, state=state, slots=slots, cu_seqlens=cu, impl=REF)
+        o = dec.decode(*(t.to(device) for t in x), *params, slots.to(device)).cpu()
         live = [i for i, s in enumerate(rows) if s >= 0]
         assert not o[[i for i, s in enumerate(rows) if s < 0]].any()
         err_o = max(err_o, rel(o[live], o_ref[live]))
-        idx = torch.tensor(perm, dtype=torch.long, device=device)
-        err_s = max(err_s, rel(dec.committed_state(idx.int()), state[idx]))
+        err_s = max(err_s, rel(dec.committed_state(torch.tensor(perm, dtype=torch.int32, device=device)).cpu(),
+                               state[perm]))  # fmt: skip
+        ckpt, wp = dec.checkpoint.cpu(), dec.write_pos.cpu()
         for s in will_flush:
-            assert int(dec.write_pos[s]) == 0
-            err_s = max(err_s, rel(dec.checkpoint[s], state[s]))
-    print(f"\nring decode {dtype} L={L} flushes={flushes}: out={err_o:.2e} state={err_s:.2e}")
+            assert int(wp[s]) == 0
+            err_s = max(err_s, rel(ckpt[s], state[s]))
+    print(f"\nring decode {dtype} L={L} on {device.type}, flushes={flushes}: out={err_o:.2e} state={err_s:.2e}")
     assert flushes == S  # each slot flushed at its 16th step
     assert err_o <= o_bound and err_s <= s_bound, (err_o, err_s)
 

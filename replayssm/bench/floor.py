@@ -1,0 +1,31 @@
+"""The bytes a speculative step must move, and how often the protocol folds.
+
+Floor of one GDN layer-step for B requests (DESIGN §6): every step reads each row's checkpoint
+once (``B * HV*V*K*4`` bytes); a fold additionally writes it once, amortised over the protocol's
+flush interval. Ring records, activations and outputs are not counted (they are < 10% here), so
+the floor is a lower bound that no backend can beat.
+"""
+
+from __future__ import annotations
+
+import random
+
+
+def fold_rate(T: int, L: int, mode: str, steps: int = 20000, seed: int = 0) -> float:
+    """Folds per step of one slot under the ring protocol (DESIGN §3) with full or uniform acceptance."""
+    rng = random.Random(seed)
+    write_pos, flush, folds = 0, False, 0
+    for _ in range(steps):
+        n = T if mode == "full" else rng.randint(1, T)
+        if flush:
+            folds += 1
+            write_pos = n
+        else:
+            write_pos += n
+        flush = write_pos + 2 * T > L
+    return folds / steps
+
+
+def floor_bytes(B: int, state_bytes: int, rate: float) -> float:
+    """Checkpoint read every step + checkpoint write at ``rate`` folds per step."""
+    return B * state_bytes * (1.0 + rate)

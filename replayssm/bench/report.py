@@ -1,0 +1,79 @@
+"""Benchmark headers, tables, JSON and plots."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+
+def environment() -> dict:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent, timeout=5).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    import triton
+
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "commit": commit or "unknown",
+    }
+
+
+def header(env: dict) -> str:
+    return f"{env['gpu']} | torch {env['torch']} | triton {env['triton']} | commit {env['commit']} | {env['date']}"
+
+
+def format_table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:
+    """cols: (key, title, format spec)."""
+    widths = [max(len(t), 9) for _, t, _ in cols]
+    lines = ["  ".join(t.rjust(w) for (_, t, _), w in zip(cols, widths))]
+    for r in rows:
+        cells = []
+        for (k, _, f), w in zip(cols, widths):
+            v = r.get(k)
+            cells.append(("-" if v is None else format(v, f)).rjust(w))
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
+def write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, default=str))
+
+
+def plot_lines(path: Path, panels: list[tuple[str, list[dict], list[tuple[str, str]]]], xkey: str, ylabel: str,
+               title: str) -> None:  # fmt: skip
+    """One subplot per panel: (panel title, rows, [(key, label)]) drawn against ``xkey`` on log-log axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), squeeze=False)
+    for ax, (ptitle, rows, series) in zip(axes[0], panels):
+        for key, label in series:
+            pts = [(r[xkey], r[key]) for r in rows if r.get(key) is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(xkey)
+        ax.set_ylabel(ylabel)
+        ax.set_title(ptitle)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
