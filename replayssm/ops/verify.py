@@ -72,33 +72,6 @@ def _gdn_replay_verify_kernel(
         bs = tl.load(base + slot)
         fl = tl.load(flush + slot)
         p_h = checkpoint + s64 * HV * V * K + (i_hv * V + offs_v[:, None]) * K + offs_k[None, :]
-        h = tl.load(p_h)  # [BV, K]
-        rk = ring_k + (s64 * H + i_h) * L * K
-        rv = ring_v + (s64 * HV + i_hv) * L * V
-        ru = ring_u + (s64 * HV + i_hv) * L * V
-        rg = ring_g + (s64 * HV + i_hv) * L
-        rb = ring_beta + (s64 * HV + i_hv) * L
-        if fl != 0:
-            for j in range(0, wp):
-                p = (bs + j) & (L - 1)
-                k_j = tl.load(rk + p * K + offs_k).to(tl.float32)
-                v_j = tl.load(rv + p * V + offs_v).to(tl.float32)
-                h = _recurrent_update(h, k_j, v_j, tl.load(rg + p), tl.load(rb + p))
-            tl.store(p_h, h)
-        n_hist = tl.where(fl != 0, 0, wp)
-
-        # History since the last fold: keys, gates and update vectors.
-        offs_l = tl.arange(0, BL)
-        mask_l = offs_l < n_hist
-        pos_l = (bs + offs_l) & (L - 1)
-        k_h = _rows_l2norm(
-            tl.load(rk + pos_l[:, None] * K + offs_k[None, :], mask=mask_l[:, None], other=0.0).to(tl.float32)
-        )
-        g_h = tl.load(rg + pos_l, mask=mask_l, other=0.0)
-        u_h = tl.load(ru + pos_l[:, None] * V + offs_v[None, :], mask=mask_l[:, None], other=0.0).to(tl.float32)
-        G_hist = tl.sum(g_h, axis=0)
-        w_h = tl.where(mask_l, tl.exp(G_hist - tl.cumsum(g_h, axis=0)), 0.0)  # [BL]
-
         # The window.
         p_qk = (tok[:, None] * H + i_h) * K + offs_k[None, :]
         k_raw = tl.load(k + p_qk, mask=mask_t[:, None], other=0.0)
@@ -114,14 +87,41 @@ def _gdn_replay_verify_kernel(
         G_w = tl.cumsum(g_w, axis=0)
         eG_w = tl.exp(G_w)
 
-        # S_prev k^_s and S_prev q^_s, [BV, BT] each, from the checkpoint and the history.
+        h = tl.load(p_h)  # [BV, K]
+        rk = ring_k + (s64 * H + i_h) * L * K
+        rv = ring_v + (s64 * HV + i_hv) * L * V
+        ru = ring_u + (s64 * HV + i_hv) * L * V
+        rg = ring_g + (s64 * HV + i_hv) * L
+        rb = ring_beta + (s64 * HV + i_hv) * L
+        if fl != 0:
+            for j in range(0, wp):
+                p = (bs + j) & (L - 1)
+                k_j = tl.load(rk + p * K + offs_k).to(tl.float32)
+                v_j = tl.load(rv + p * V + offs_v).to(tl.float32)
+                h = _recurrent_update(h, k_j, v_j, tl.load(rg + p), tl.load(rb + p))
+            tl.store(p_h, h)
+        n_hist = tl.where(fl != 0, 0, wp)
+        # S_prev k^_s and S_prev q^_s, [BV, BT] each: checkpoint part first, so the tile dies early.
+        hk = tl.dot(h, tl.trans(k_w), input_precision=DOT_PRECISION)
+        hq = tl.dot(h, tl.trans(q_w), input_precision=DOT_PRECISION)
+
+        # History since the last fold: keys, gates and update vectors.
+        offs_l = tl.arange(0, BL)
+        mask_l = offs_l < n_hist
+        pos_l = (bs + offs_l) & (L - 1)
+        k_h = _rows_l2norm(
+            tl.load(rk + pos_l[:, None] * K + offs_k[None, :], mask=mask_l[:, None], other=0.0).to(tl.float32)
+        )
+        g_h = tl.load(rg + pos_l, mask=mask_l, other=0.0)
+        u_h = tl.load(ru + pos_l[:, None] * V + offs_v[None, :], mask=mask_l[:, None], other=0.0).to(tl.float32)
+        G_hist = tl.sum(g_h, axis=0)
+        w_h = tl.where(mask_l, tl.exp(G_hist - tl.cumsum(g_h, axis=0)), 0.0)  # [BL]
+
         e_hist = tl.exp(G_hist)
         d_k = tl.dot(k_h, tl.trans(k_w), input_precision=DOT_PRECISION) * w_h[:, None]  # [BL, BT]
         d_q = tl.dot(k_h, tl.trans(q_w), input_precision=DOT_PRECISION) * w_h[:, None]
-        s_k = e_hist * tl.dot(h, tl.trans(k_w), input_precision=DOT_PRECISION)
-        s_k += tl.dot(tl.trans(u_h), d_k, input_precision=DOT_PRECISION)
-        s_q = e_hist * tl.dot(h, tl.trans(q_w), input_precision=DOT_PRECISION)
-        s_q += tl.dot(tl.trans(u_h), d_q, input_precision=DOT_PRECISION)
+        s_k = e_hist * hk + tl.dot(tl.trans(u_h), d_k, input_precision=DOT_PRECISION)
+        s_q = e_hist * hq + tl.dot(tl.trans(u_h), d_q, input_precision=DOT_PRECISION)
 
         # U = (I + A)^-1 R.
         R = beta_w[:, None] * (v_raw.to(tl.float32) - eG_w[:, None] * tl.trans(s_k))  # [BT, BV]
@@ -211,10 +211,10 @@ def gdn_replay_verify_reference(
         g_w, b_w = g[toks].t(), beta[toks].t()  # [HV, T]
         G_w = torch.cumsum(g_w, -1)
         R = b_w[..., None] * (v_w - torch.exp(G_w)[..., None] * torch.einsum("hvk,htk->htv", S_prev, k_w))
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
         decay = torch.exp(torch.where(causal, G_w[:, :, None] - G_w[:, None, :], 0.0))
         A = torch.where(causal.tril(-1), b_w[:, :, None] * decay * (k_w @ k_w.transpose(1, 2)), 0.0)
-        eye = torch.eye(T, dtype=torch.float32)
+        eye = torch.eye(T, dtype=torch.float32, device=q.device)
         U = torch.linalg.solve_triangular(eye + A, R, upper=False, unitriangular=True)  # [HV, T, V]
         qk = torch.where(causal, decay * (q_w @ k_w.transpose(1, 2)), 0.0)
         out = torch.exp(G_w)[..., None] * torch.einsum("hvk,htk->htv", S_prev, q_w) + qk @ U
