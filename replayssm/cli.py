@@ -63,8 +63,7 @@ def _cmd_bench_kernels(args) -> int:
         geo=Geometry(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), batches=tuple(args.batches),
         L=args.ring, decode_L=tuple(args.decode_ring), dot_precision=args.dot_precision, peer_wheel=args.sglang_wheel,
     )  # fmt: skip
-    sweep = [tuple(map(int, s.split("x"))) for s in args.sweep] if args.sweep else None
-    payload = run_kernel_bench(cfg, args.out, sweep=sweep, tag=args.tag)
+    payload = run_kernel_bench(cfg, args.out, sweep=args.sweep, tag=args.tag, tile=args.tile)
     bad = [r for r in payload["verify"] if not r["check"]["bitwise"]]
     return 1 if bad else 0
 
@@ -101,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--decode-ring", type=int, nargs="+", default=[16, 32], help="ring lengths for plain decode")
     k.add_argument("--dot-precision", default="tf32", choices=["tf32", "tf32x3", "ieee"])
     k.add_argument("--sglang-wheel", default=None, help="sglang==0.5.16 wheel to load the peer kernels from")
-    k.add_argument("--sweep", nargs="*", default=None, help="tiles to try first, as BVxWARPS (e.g. 32x4 64x8)")
+    k.add_argument("--sweep", nargs="*", default=None,
+                   help="tiles to time first, as FOLDBVxWARPS[:BVxBKxSTAGES] (e.g. 32x1:64x32x2)")  # fmt: skip
+    k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
     k.add_argument("--out", default="bench/results", help="folder for the JSON and PNG")
     k.add_argument("--tag", default="kernels", help="file name stem of the outputs")
     k.set_defaults(fn=_cmd_bench_kernels)

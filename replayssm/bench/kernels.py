@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -124,21 +125,43 @@ def bench_decode(cfg: KernelBenchConfig, B: int, bw: float) -> dict:
     return row
 
 
-def sweep_launch_configs(cfg: KernelBenchConfig, bw: float, configs, T=4, batches=(8, 128)) -> list[dict]:
-    """Try other (BV, num_warps) tiles for all recurrent-update kernels at once; bitwise checked per tile."""
-    from ..ops._common import launch_config_override
+def parse_tile(spec: str):
+    """ "BVFxNW:BVxBKxSTAGES" -> ((BV_FOLD, num_warps), (BV, BK, num_stages))."""
+    fold, _, verify = spec.partition(":")
+    f = tuple(int(x) for x in fold.split("x"))
+    v = tuple(int(x) for x in verify.split("x")) if verify else None
+    if len(f) != 2 or (v is not None and len(v) != 3):
+        raise ValueError(f"tile {spec!r} is not BVFxNW[:BVxBKxSTAGES]")
+    return f, v
 
+
+@contextmanager
+def tiles(fold, verify):
+    """Run every kernel with the given tiles (fold tile shared by baseline, fold and verify)."""
+    from ..ops._common import launch_config_override
+    from ..ops.verify import verify_config_override
+
+    with launch_config_override(*fold):
+        if verify is None:
+            yield
+        else:
+            with verify_config_override(*verify):
+                yield
+
+
+def sweep_tiles(cfg: KernelBenchConfig, bw: float, specs, T=4, batches=(8, 256)) -> list[dict]:
+    """Time other tiles; each is bitwise-checked (baseline vs fold) before its times count."""
     out = []
-    for BV, nw in configs:
-        with launch_config_override(BV, nw):
+    geo = cfg.geo
+    for spec in specs:
+        fold, verify = parse_tile(spec)
+        with tiles(fold, verify):
             for B in batches:
-                geo = cfg.geo
                 nl = layers_for(B, geo, cfg.min_working_set)
                 x = make_inputs(geo, B, T, cfg.dtype)
                 state0 = torch.randn(nl, B, geo.HV, geo.V, geo.K, device="cuda") * 0.05
                 chk = lockstep_check(geo, B, T, nl, x, state0, L=cfg.L, dtype=cfg.dtype, steps=6)
-                row = {"BV": BV, "num_warps": nw, "T": T, "B": B, "bitwise": chk["bitwise"],
-                       "max_rel_err": chk["max_rel_err"]}  # fmt: skip
+                row = {"tile": spec, "T": T, "B": B, "bitwise": chk["bitwise"], "max_rel_err": chk["max_rel_err"]}
                 row["recurrent_us"] = _time(RecurrentStep(geo, B, T, nl, x, acceptance(B, T, "random"), state0), nl)
                 _free()
                 step = ReplayStep(geo, B, T, nl, x, acceptance(B, T, "random"), state0, L=cfg.L, dtype=cfg.dtype)
@@ -147,15 +170,27 @@ def sweep_launch_configs(cfg: KernelBenchConfig, bw: float, configs, T=4, batche
                 del step
                 _free()
                 out.append(row)
-                print(f"  sweep BV={BV} warps={nw} B={B}: recurrent {row['recurrent_us']:.1f} us, replay "
-                      f"{row['replay_random_us']:.1f} us, bitwise {row['bitwise']}", flush=True)  # fmt: skip
+                print(f"  tile {spec} B={B}: recurrent {row['recurrent_us']:.1f} us, replay "
+                      f"{row['replay_random_us']:.1f} us (floor {row['floor_random_us']:.1f}), bitwise {row['bitwise']}"
+                      f", err {row['max_rel_err']:.1e}", flush=True)  # fmt: skip
     return out
 
 
-def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, sweep=None, tag: str = "kernels") -> dict:
+def best_tile(rows: list[dict]):
+    """The bitwise tile with the lowest replay time at the largest batch swept."""
+    big = max(r["B"] for r in rows)
+    ok = [
+        r for r in rows if r["B"] == big and r["bitwise"] and all(x["bitwise"] for x in rows if x["tile"] == r["tile"])
+    ]
+    return min(ok, key=lambda r: r["replay_random_us"])["tile"] if ok else None
+
+
+def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, sweep=None, tag: str = "kernels", tile=None) -> dict:
+    """Run everything; ``sweep`` (tile specs) is timed first, and with ``tile="best"`` the main run uses
+    the best bitwise tile of the sweep (``tile`` may also be a spec)."""
     from pathlib import Path
 
-    from .report import environment, format_table, header, plot_lines, write_json
+    from .report import environment, header
     from .timing import copy_bandwidth
 
     out_dir = Path(out_dir)
@@ -170,7 +205,22 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, sweep=None, tag: str = 
         peer = load_sglang_kernels(cfg.peer_wheel)
     payload = {"env": env, "bandwidth": bw, "config": repr(cfg), "verify": [], "decode": [], "sweep": []}
     if sweep:
-        payload["sweep"] = sweep_launch_configs(cfg, bw, sweep)
+        payload["sweep"] = sweep_tiles(cfg, bw, sweep)
+        if tile == "best":
+            tile = best_tile(payload["sweep"])
+            print(f"best bitwise tile: {tile}", flush=True)
+    if tile and tile != "best":
+        fold, verify = parse_tile(tile)
+        with tiles(fold, verify):
+            payload["tile"] = tile
+            return _main_runs(cfg, out_dir, tag, payload, bw, peer, env)
+    payload["tile"] = "default"
+    return _main_runs(cfg, out_dir, tag, payload, bw, peer, env)
+
+
+def _main_runs(cfg, out_dir, tag, payload, bw, peer, env):
+    from .report import format_table, header, plot_lines, write_json
+
     for T in cfg.windows:
         for B in cfg.batches:
             row = bench_window(cfg, T, B, bw, peer)

@@ -104,9 +104,7 @@ def launch_config(K: int, V: int) -> tuple[int, int]:
     if _LAUNCH_OVERRIDE:
         BV, num_warps = _LAUNCH_OVERRIDE[-1]
         return min(BV, V), num_warps
-    BV = min(V, 32)
-    num_warps = 4 if K * BV >= 4096 else 2
-    return BV, num_warps
+    return min(V, 32), 1
 
 
 def use_triton(impl: str, *tensors: torch.Tensor) -> bool:

@@ -29,7 +29,7 @@ from .lifecycle import SlotTracker
 class GDNStatePool:
     def __init__(self, cfg: PoolConfig):
         self.cfg = cfg
-        dev = torch.device(cfg.device)
+        dev = torch.empty(0, device=cfg.device).device  # normalised: "cuda" -> "cuda:0"
         self.device = dev
         NL, S, B, T = cfg.num_layers, cfg.num_slots, cfg.batch_rows, cfg.max_window
         # checkpoint (replay) or live state (recurrent), all layers in one tensor
