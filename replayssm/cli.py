@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--dot-precision", default="tf32", choices=["tf32", "tf32x3", "ieee"])
     k.add_argument("--sglang-wheel", default=None, help="sglang==0.5.16 wheel to load the peer kernels from")
     k.add_argument("--sweep", nargs="*", default=None,
-                   help="tiles to time first, as FOLDBVxWARPS[:BVxBKxSTAGES] (e.g. 32x1:64x32x2)")  # fmt: skip
+                   help="tiles to time first, as FOLDBVxWARPS[:BVxBKxSTAGESxWARPS] (e.g. 32x1:64x32x2x1)")  # fmt: skip
     k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
     k.add_argument("--out", default="bench/results", help="folder for the JSON and PNG")
     k.add_argument("--tag", default="kernels", help="file name stem of the outputs")

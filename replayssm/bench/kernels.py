@@ -130,8 +130,8 @@ def parse_tile(spec: str):
     fold, _, verify = spec.partition(":")
     f = tuple(int(x) for x in fold.split("x"))
     v = tuple(int(x) for x in verify.split("x")) if verify else None
-    if len(f) != 2 or (v is not None and len(v) != 3):
-        raise ValueError(f"tile {spec!r} is not BVFxNW[:BVxBKxSTAGES]")
+    if len(f) != 2 or (v is not None and len(v) != 4):
+        raise ValueError(f"tile {spec!r} is not BVFxNW[:BVxBKxSTAGESxWARPS]")
     return f, v
 
 

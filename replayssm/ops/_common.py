@@ -49,6 +49,29 @@ def _recurrent_update(h, k, v, g, beta):
     return h
 
 
+@triton.jit
+def _fold_records(h, rk, rv, rg, rb, wp, bs, offs_k, offs_v, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr):
+    """Replay ring records 0..wp-1 (physical ``(bs + j) & (L - 1)``) onto the tile h with ``_recurrent_update``.
+
+    Shared by the exact-fold kernel and the verify kernel's flush path. Loads are addressed like
+    the baseline's (row base + index * stride + offsets) and the next record is fetched while the
+    current one is applied, exactly as the baseline fetches its next token.
+    """
+    p = bs & (L - 1)
+    k_n = tl.load(rk + p * K + offs_k)
+    v_n = tl.load(rv + p * V + offs_v)
+    for j in range(0, wp):
+        k_j = k_n.to(tl.float32)
+        v_j = v_n.to(tl.float32)
+        g_j = tl.load(rg + p)
+        b_j = tl.load(rb + p)
+        p = (bs + j + 1) & (L - 1)
+        k_n = tl.load(rk + p * K + offs_k)
+        v_n = tl.load(rv + p * V + offs_v)
+        h = _recurrent_update(h, k_j, v_j, g_j, b_j)
+    return h
+
+
 def l2norm_reference(x: torch.Tensor) -> torch.Tensor:
     """Row-wise x / sqrt(sum(x*x) + 1e-6) over the last dim, fp32."""
     return x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)

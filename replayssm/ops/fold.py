@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import _recurrent_update, launch_config, recurrent_update_reference, use_triton
+from ._common import _fold_records, launch_config, recurrent_update_reference, use_triton
 from ._validate import check_slots, check_state, check_tensor, values_checkable
 from .cursors import ring_mark_folded
 from .ring import Ring
@@ -39,11 +39,7 @@ def _gdn_exact_fold_kernel(
         rv = ring_v + (s64 * HV + i_hv) * L * V
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
-        for j in range(0, wp):
-            p = (bs + j) & (L - 1)
-            k_j = tl.load(rk + p * K + offs_k).to(tl.float32)
-            v_j = tl.load(rv + p * V + offs_v).to(tl.float32)
-            h = _recurrent_update(h, k_j, v_j, tl.load(rg + p), tl.load(rb + p))
+        h = _fold_records(h, rk, rv, rg, rb, wp, bs, offs_k, offs_v, K, V, L)
         if TO_OUT:
             tl.store(out + i_b.to(tl.int64) * HV * V * K + tile, h)
         else:

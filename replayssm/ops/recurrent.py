@@ -45,11 +45,10 @@ def _gdn_recurrent_kernel(
     eos = tl.load(cu_seqlens + i_b + 1)
     offs_v = i_v * BV + tl.arange(0, BV)
     offs_k = tl.arange(0, K)
-    p_o = o + bos.to(tl.int64) * HV * V + i_hv * V + offs_v
     if slot < 0:
-        for _ in range(bos, eos):
-            tl.store(p_o, tl.zeros([BV], dtype=tl.float32).to(o.dtype.element_ty))
-            p_o += HV * V
+        for t in range(bos, eos):
+            t64 = bos.to(tl.int64) + (t - bos)
+            tl.store(o + (t64 * HV + i_hv) * V + offs_v, tl.zeros([BV], dtype=tl.float32).to(o.dtype.element_ty))
     else:
         p_h = state + ((slot.to(tl.int64) * HV + i_hv) * V + offs_v[:, None]) * K + offs_k[None, :]
         h = tl.load(p_h)
@@ -57,29 +56,27 @@ def _gdn_recurrent_kernel(
         dtb = tl.load(dt_bias + i_hv).to(tl.float32)
         p_snap = snapshots + ((i_b.to(tl.int64) * T_SNAP * HV + i_hv) * V + offs_v[:, None]) * K + offs_k[None, :]
         t0 = bos.to(tl.int64)
-        p_k = k + (t0 * H + i_h) * K + offs_k
-        p_q = q + (t0 * H + i_h) * K + offs_k
-        p_v = v + (t0 * HV + i_hv) * V + offs_v
-        p_ab = t0 * HV + i_hv
-        for _ in range(bos, eos):
-            k_t = tl.load(p_k).to(tl.float32)
-            q_t = tl.load(p_q).to(tl.float32)
-            v_t = tl.load(p_v).to(tl.float32)
-            a_t = tl.load(a + p_ab).to(tl.float32)
-            b_t = tl.load(b + p_ab).to(tl.float32)
-            p_k += H * K
-            p_q += H * K
-            p_v += HV * V
-            p_ab += HV
+        k_row = k + i_h * K + offs_k
+        v_row = v + i_hv * V + offs_v
+        k_n = tl.load(k_row + t0 * (H * K))  # the next token is fetched while the current one is applied
+        v_n = tl.load(v_row + t0 * (HV * V))
+        for t in range(bos, eos):
+            t64 = t0 + (t - bos)
+            k_t = k_n.to(tl.float32)
+            v_t = v_n.to(tl.float32)
+            q_t = tl.load(q + (t64 * H + i_h) * K + offs_k).to(tl.float32)
+            a_t = tl.load(a + t64 * HV + i_hv).to(tl.float32)
+            b_t = tl.load(b + t64 * HV + i_hv).to(tl.float32)
+            t_next = tl.minimum(t64 + 1, eos - 1)
+            k_n = tl.load(k_row + t_next * (H * K))
+            v_n = tl.load(v_row + t_next * (HV * V))
             g_t, beta_t = _gating(a_t, b_t, A, dtb)
             h = _recurrent_update(h, k_t, v_t, g_t, beta_t)
             q_t = _l2norm(q_t) * scale
             o_t = tl.sum(h * q_t[None, :], axis=1)
-            tl.store(p_o, o_t.to(o.dtype.element_ty))
-            p_o += HV * V
+            tl.store(o + (t64 * HV + i_hv) * V + offs_v, o_t.to(o.dtype.element_ty))
             if WRITE_SNAPSHOTS:
-                tl.store(p_snap, h)
-                p_snap += HV * V * K
+                tl.store(p_snap + (t64 - t0) * (HV * V * K), h)
         if UPDATE_STATE:
             tl.store(p_h, h)
 

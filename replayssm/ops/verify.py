@@ -153,37 +153,39 @@ def gdn_replay_verify(
     o = torch.empty_like(v) if out is None else out
     if B == 0:
         return o
-    BV_FOLD, num_warps = launch_config(K, V)
-    BV, BK, num_stages = verify_config(K, V, BV_FOLD)
+    BV_FOLD, fold_warps = launch_config(K, V)
+    BV, BK, num_stages, num_warps = verify_config(K, V)
     c = ring.cursors
     # tl.dot needs M, K >= 16 and N >= 4 on the GPU; the CPU interpreter takes the true (cheaper) sizes.
     min_t, min_l = (4, 16) if q.is_cuda else (1, 1)
-    _gdn_replay_verify_kernel[(V // BV, HV, B)](
-        q, k, v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
-        ring.k, ring.v, ring.g, ring.beta, ring.u, c.write_pos, c.base, c.flush, c.window, scale,
-        H=H, HV=HV, K=K, V=V, BV=BV, BV_FOLD=BV_FOLD, BK=BK, L=ring.L,
-        BT=max(min_t, triton.next_power_of_2(ring.max_window)), BL=max(min_l, ring.L),
-        DOT_PRECISION=dot_precision, num_warps=num_warps, num_stages=num_stages,
-    )  # fmt: skip
+    BT, BL = max(min_t, triton.next_power_of_2(ring.max_window)), max(min_l, ring.L)
+    for flush_rows, bv, warps in ((False, BV, num_warps), (True, BV_FOLD, fold_warps)):
+        _gdn_replay_verify_kernel[(V // bv, HV, B)](
+            q, k, v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
+            ring.k, ring.v, ring.g, ring.beta, ring.u, c.write_pos, c.base, c.flush, c.window, scale,
+            H=H, HV=HV, K=K, V=V, BV=bv, BV_FOLD=BV_FOLD, BK=BK, L=ring.L, BT=BT, BL=BL,
+            DOT_PRECISION=dot_precision, FLUSH_ROWS=flush_rows, num_warps=warps, num_stages=num_stages,
+        )  # fmt: skip
     return o
 
 
-def verify_config(K: int, V: int, BV_FOLD: int) -> tuple[int, int, int]:
-    """(BV, BK, num_stages) of the verify kernel: value rows per program (a multiple of the fold tile),
-    the K chunk streamed per loop step, and the software-pipelining depth of that loop."""
+def verify_config(K: int, V: int) -> tuple[int, int, int, int]:
+    """(BV, BK, num_stages, num_warps) of the non-flush verify launch: value rows per program, the K
+    chunk streamed per loop step, the software-pipelining depth of that loop, and warps per program.
+    (The flush launch folds, so it runs on ``launch_config``'s tile and warps.)"""
     if _VERIFY_OVERRIDE:
-        BV, BK, stages = _VERIFY_OVERRIDE[-1]
-        return max(BV_FOLD, min(V, BV)), min(K, BK), stages
-    return max(BV_FOLD, min(V, 64)), min(K, 32), 2
+        BV, BK, stages, warps = _VERIFY_OVERRIDE[-1]
+        return min(V, BV), min(K, BK), stages, warps
+    return min(V, 64), min(K, 32), 2, 1
 
 
-_VERIFY_OVERRIDE: list[tuple[int, int, int]] = []
+_VERIFY_OVERRIDE: list[tuple[int, int, int, int]] = []
 
 
 @contextmanager
-def verify_config_override(BV: int, BK: int, num_stages: int):
-    """Benchmark-only: another verify tile (the fold sub-tile stays ``launch_config``'s)."""
-    _VERIFY_OVERRIDE.append((BV, BK, num_stages))
+def verify_config_override(BV: int, BK: int, num_stages: int, num_warps: int):
+    """Benchmark-only: another tile for the non-flush verify launch."""
+    _VERIFY_OVERRIDE.append((BV, BK, num_stages, num_warps))
     try:
         yield
     finally:
