@@ -166,23 +166,30 @@ def sweep_tiles(cfg: KernelBenchConfig, bw: float, specs, T=4, batches=(8, 256))
                 _free()
                 step = ReplayStep(geo, B, T, nl, x, acceptance(B, T, "random"), state0, L=cfg.L, dtype=cfg.dtype)
                 row["replay_random_us"] = _time(step, nl)
-                row["floor_random_us"] = floor_bytes(B, geo.state_bytes, fold_rate(T, cfg.L, "random")) / bw * 1e6
                 del step
+                row["replay_nonflush_us"] = _replay_fixed(geo, B, T, nl, x, state0, cfg, cfg.L, flush=False)
+                row["replay_flush_us"] = _replay_fixed(geo, B, T, nl, x, state0, cfg, cfg.L, flush=True)
+                row["floor_random_us"] = floor_bytes(B, geo.state_bytes, fold_rate(T, cfg.L, "random")) / bw * 1e6
                 _free()
                 out.append(row)
-                print(f"  tile {spec} B={B}: recurrent {row['recurrent_us']:.1f} us, replay "
-                      f"{row['replay_random_us']:.1f} us (floor {row['floor_random_us']:.1f}), bitwise {row['bitwise']}"
-                      f", err {row['max_rel_err']:.1e}", flush=True)  # fmt: skip
+                print(f"  tile {spec} B={B}: recurrent {row['recurrent_us']:.1f}, replay {row['replay_random_us']:.1f}"
+                      f" (nonflush {row['replay_nonflush_us']:.1f}, flush {row['replay_flush_us']:.1f}) us, floor "
+                      f"{row['floor_random_us']:.1f}, bitwise {row['bitwise']}, err {row['max_rel_err']:.1e}",
+                      flush=True)  # fmt: skip
     return out
 
 
 def best_tile(rows: list[dict]):
-    """The bitwise tile with the lowest replay time at the largest batch swept."""
+    """At the largest batch swept: the fold tile of the fastest pure-flush step among tiles that stayed
+    bitwise at every batch, combined with the non-flush tile of the fastest pure non-flush step."""
     big = max(r["B"] for r in rows)
-    ok = [
-        r for r in rows if r["B"] == big and r["bitwise"] and all(x["bitwise"] for x in rows if x["tile"] == r["tile"])
-    ]
-    return min(ok, key=lambda r: r["replay_random_us"])["tile"] if ok else None
+    broken = {r["tile"] for r in rows if not r["bitwise"]}
+    ok = [r for r in rows if r["B"] == big and r["tile"] not in broken]
+    if not ok:
+        return None
+    fold = min(ok, key=lambda r: r["replay_flush_us"])["tile"].partition(":")[0]
+    verify = min((r for r in rows if r["B"] == big), key=lambda r: r["replay_nonflush_us"])["tile"].partition(":")[2]
+    return f"{fold}:{verify}" if verify else fold
 
 
 def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, sweep=None, tag: str = "kernels", tile=None) -> dict:

@@ -1,0 +1,53 @@
+"""Locate a bitwise mismatch between the exact fold and the recurrent baseline at a given geometry (GPU).
+
+Runs one verify (which stores g, beta and raw k, v in the ring) and one recurrent step on the same
+window from the same state, then checks: ring g/beta == the gating kernel's g/beta; fold(state,
+records) == recurrent state, per token count. Usage: python scripts/diag_bitwise.py H HV K V DTYPE
+"""
+
+import sys
+
+import torch
+
+from replayssm.ops import Ring, gdn_exact_fold, gdn_gating, gdn_recurrent, gdn_replay_verify, ring_commit
+
+H, HV, K, V = (int(x) for x in sys.argv[1:5])
+dt = getattr(torch, sys.argv[5])
+T, L, S = 4, 16, 3
+g = torch.Generator(device="cuda").manual_seed(0)
+r = lambda *s: torch.randn(*s, device="cuda", generator=g).to(dt)  # noqa: E731
+q, k, v, a, b = r(T, H, K), r(T, H, K), r(T, HV, V), r(T, HV), r(T, HV)
+A_log, dt_bias = torch.rand(HV, device="cuda") - 1, torch.randn(HV, device="cuda")
+state = torch.randn(S, HV, V, K, device="cuda", generator=g) * 0.1
+slots = torch.tensor([1], dtype=torch.int32, device="cuda")
+cu = torch.tensor([0, T], dtype=torch.int32, device="cuda")
+ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=dt, device="cuda")
+ck = state.clone()
+gdn_replay_verify(q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, checkpoint=ck, ring=ring, slots=slots, cu_seqlens=cu)
+gg, bb = gdn_gating(a, b, A_log=A_log, dt_bias=dt_bias)
+print(
+    "ring g == gating kernel g:",
+    torch.equal(ring.g[1, :, :T].t(), gg),
+    " beta:",
+    torch.equal(ring.beta[1, :, :T].t(), bb),
+)
+print(
+    "ring k raw equal:",
+    torch.equal(ring.k[1, :, :T].transpose(0, 1), k),
+    " v:",
+    torch.equal(ring.v[1, :, :T].transpose(0, 1), v),
+)
+for n in range(1, T + 1):
+    st = state.clone()
+    snaps = torch.empty(1, T, HV, V, K, device="cuda")
+    gdn_recurrent(q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, state=st, slots=slots, cu_seqlens=cu, snapshots=snaps,
+                  update_state=False)  # fmt: skip
+    rg = Ring(*(t.clone() for t in (ring.k, ring.v, ring.g, ring.beta, ring.u)), type(ring.cursors)(
+        *(t.clone() for t in (ring.cursors.write_pos, ring.cursors.base, ring.cursors.flush, ring.cursors.window)),
+        ring.L, ring.max_window))  # fmt: skip
+    ring_commit(rg, slots, torch.tensor([n], dtype=torch.int32, device="cuda"))
+    out = torch.empty(1, HV, V, K, device="cuda")
+    gdn_exact_fold(state.clone(), rg, slots, out=out)
+    d = (out[0] - snaps[0, n - 1]).abs()
+    print(f"n={n}: fold == recurrent snapshot: {torch.equal(out[0], snaps[0, n - 1])}, max diff {d.max().item():.3e}, "
+          f"differing elements {(d > 0).sum().item()} of {d.numel()}")  # fmt: skip
