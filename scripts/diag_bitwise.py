@@ -13,15 +13,16 @@ from replayssm.ops import Ring, gdn_exact_fold, gdn_gating, gdn_recurrent, gdn_r
 
 H, HV, K, V = (int(x) for x in sys.argv[1:5])
 dt = getattr(torch, sys.argv[5])
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
 T, L, S = 4, 16, 3
-g = torch.Generator(device="cuda").manual_seed(0)
-r = lambda *s: torch.randn(*s, device="cuda", generator=g).to(dt)  # noqa: E731
+g = torch.Generator(device=DEV).manual_seed(0)
+r = lambda *s: torch.randn(*s, device=DEV, generator=g).to(dt)  # noqa: E731
 q, k, v, a, b = r(T, H, K), r(T, H, K), r(T, HV, V), r(T, HV), r(T, HV)
-A_log, dt_bias = torch.rand(HV, device="cuda") - 1, torch.randn(HV, device="cuda")
-state = torch.randn(S, HV, V, K, device="cuda", generator=g) * 0.1
-slots = torch.tensor([1], dtype=torch.int32, device="cuda")
-cu = torch.tensor([0, T], dtype=torch.int32, device="cuda")
-ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=dt, device="cuda")
+A_log, dt_bias = torch.rand(HV, device=DEV) - 1, torch.randn(HV, device=DEV)
+state = torch.randn(S, HV, V, K, device=DEV, generator=g) * 0.1
+slots = torch.tensor([1], dtype=torch.int32, device=DEV)
+cu = torch.tensor([0, T], dtype=torch.int32, device=DEV)
+ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=dt, device=DEV)
 ck = state.clone()
 gdn_replay_verify(q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, checkpoint=ck, ring=ring, slots=slots, cu_seqlens=cu)
 gg, bb = gdn_gating(a, b, A_log=A_log, dt_bias=dt_bias)
@@ -39,14 +40,14 @@ print(
 )
 for n in range(1, T + 1):
     st = state.clone()
-    snaps = torch.empty(1, T, HV, V, K, device="cuda")
+    snaps = torch.empty(1, T, HV, V, K, device=DEV)
     gdn_recurrent(q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, state=st, slots=slots, cu_seqlens=cu, snapshots=snaps,
                   update_state=False)  # fmt: skip
     rg = Ring(*(t.clone() for t in (ring.k, ring.v, ring.g, ring.beta, ring.u)), type(ring.cursors)(
         *(t.clone() for t in (ring.cursors.write_pos, ring.cursors.base, ring.cursors.flush, ring.cursors.window)),
         ring.L, ring.max_window))  # fmt: skip
-    ring_commit(rg, slots, torch.tensor([n], dtype=torch.int32, device="cuda"))
-    out = torch.empty(1, HV, V, K, device="cuda")
+    ring_commit(rg, slots, torch.tensor([n], dtype=torch.int32, device=DEV))
+    out = torch.empty(1, HV, V, K, device=DEV)
     gdn_exact_fold(state.clone(), rg, slots, out=out)
     d = (out[0] - snaps[0, n - 1]).abs()
     print(f"n={n}: fold == recurrent snapshot: {torch.equal(out[0], snaps[0, n - 1])}, max diff {d.max().item():.3e}, "
