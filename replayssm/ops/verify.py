@@ -176,7 +176,7 @@ def verify_config(K: int, V: int) -> tuple[int, int, int, int]:
     if _VERIFY_OVERRIDE:
         BV, BK, stages, warps = _VERIFY_OVERRIDE[-1]
         return min(V, BV), min(K, BK), stages, warps
-    return min(V, 64), min(K, 32), 2, 1
+    return min(V, 128), min(K, 32), 2, 2
 
 
 _VERIFY_OVERRIDE: list[tuple[int, int, int, int]] = []
