@@ -82,22 +82,21 @@ def gdn_replay_verify_reference(
             k_h = l2norm_reference(ring.k[slot][:, hist].float()).repeat_interleave(G, dim=0)  # [HV, c, K]
             P = torch.cumsum(ring.g[slot][:, hist], -1)  # [HV, c]
             w = torch.exp(P[:, -1:] - P)
-            S_prev = torch.exp(P[:, -1])[:, None, None] * S_prev + torch.einsum(
-                "hc,hcv,hck->hvk", w, ring.u[slot][:, hist].float(), k_h
-            )
+            u_h = ring.u[slot][:, hist].float() * w[..., None]  # [HV, c, V]
+            S_prev = torch.exp(P[:, -1])[:, None, None] * S_prev + u_h.transpose(1, 2) @ k_h
         q_w = l2norm_reference(q[toks].float()).transpose(0, 1).repeat_interleave(G, dim=0) * scale  # [HV, T, K]
         k_w = l2norm_reference(k[toks].float()).transpose(0, 1).repeat_interleave(G, dim=0)
         v_w = v[toks].float().transpose(0, 1)  # [HV, T, V]
         g_w, b_w = g[toks].t(), beta[toks].t()  # [HV, T]
         G_w = torch.cumsum(g_w, -1)
-        R = b_w[..., None] * (v_w - torch.exp(G_w)[..., None] * torch.einsum("hvk,htk->htv", S_prev, k_w))
+        R = b_w[..., None] * (v_w - torch.exp(G_w)[..., None] * (k_w @ S_prev.transpose(1, 2)))
         causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
         decay = torch.exp(torch.where(causal, G_w[:, :, None] - G_w[:, None, :], 0.0))
         A = torch.where(causal.tril(-1), b_w[:, :, None] * decay * (k_w @ k_w.transpose(1, 2)), 0.0)
         eye = torch.eye(T, dtype=torch.float32, device=q.device)
         U = torch.linalg.solve_triangular(eye + A, R, upper=False, unitriangular=True)  # [HV, T, V]
         qk = torch.where(causal, decay * (q_w @ k_w.transpose(1, 2)), 0.0)
-        out = torch.exp(G_w)[..., None] * torch.einsum("hvk,htk->htv", S_prev, q_w) + qk @ U
+        out = torch.exp(G_w)[..., None] * (q_w @ S_prev.transpose(1, 2)) + qk @ U
         o[toks] = out.transpose(0, 1).to(o.dtype)
         pos = [(bs + wp + s) & (L - 1) for s in range(T)]
         ring.k[slot][:, pos] = k[toks].transpose(0, 1)

@@ -23,7 +23,7 @@ from ..ops import Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_v
 from ..ops.conv import causal_conv1d_window, conv_commit
 from ..ops.snapshots import commit_snapshots
 from .config import PoolConfig
-from .lifecycle import SlotTracker
+from .lifecycle import SlotError, SlotTracker
 
 
 class GDNStatePool:
@@ -156,11 +156,12 @@ class GDNStatePool:
 
     # --- once per step ---------------------------------------------------------------------------
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor | None = None) -> None:
-        """End the step: keep ``num_accepted`` [B] int32 (bonus included; None = 1 each, for decode)
-        tokens of every row's window in all layers (SSM state and conv state)."""
+        """End the step: keep ``num_accepted`` [B] int32 (bonus included) tokens of every row's window in all
+        layers (SSM state and conv state). ``None`` ends a plain decode step (one token each)."""
         ids = self._ids(slots)
         B = slots.shape[0]
-        if num_accepted is None:
+        decode = num_accepted is None
+        if decode:
             num_accepted = torch.ones(B, dtype=torch.int32, device=self.device)
         if (
             not isinstance(num_accepted, torch.Tensor)
@@ -168,10 +169,14 @@ class GDNStatePool:
             or num_accepted.shape != (B,)
         ):
             raise ValueError(f"num_accepted must be an int32 tensor of shape ({B},), got {num_accepted!r:.80}")
-        kind = self.tracker.commit_kind(ids, num_accepted) if self.cfg.validate else self.tracker.kind
+        if self.cfg.validate:
+            kind = self.tracker.commit_kind(ids, num_accepted)
+            if kind == "verify" and decode:
+                raise SlotError("commit: a verify step needs num_accepted")
+            decode = kind == "decode"
         if self.cfg.backend == "replay":
             ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
-        elif kind != "decode":
+        elif not decode:  # decode updated the state in place; a verify step left snapshots to pick from
             commit_snapshots(self.state, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
         for layer in range(self.cfg.num_layers):
             conv_commit(self.conv_state[layer], self.conv_window[layer], slots, num_accepted)

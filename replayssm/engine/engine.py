@@ -1,0 +1,156 @@
+"""Engine: continuous batching of requests over a ModelRunner, with speculative decoding.
+
+Host side only: the request queue, drafting, acceptance and bookkeeping. Every iteration admits
+arrived requests (prefill, one at a time), runs one batched verify (or decode) step for all running
+requests, accepts, commits, and retires finished requests. Requests can be preempted to the CPU and
+resumed later; they continue with identical tokens.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+from .runner import ModelRunner
+from .spec import BenchmarkAcceptance, NgramDrafter, accept_greedy, accept_sampling
+
+
+@dataclass
+class Request:
+    id: int
+    prompt: list[int]
+    max_new_tokens: int
+    arrival: int = 0
+    generated: list[int] = field(default_factory=list)
+    slot: int | None = None
+    done: bool = False
+    steps: int = 0
+    accepted: list[int] = field(default_factory=list)  # num_accepted of every verify step
+    parked: tuple | None = None  # (pool snapshot, kv snapshot) while preempted
+
+    @property
+    def context(self) -> list[int]:
+        return self.prompt + self.generated
+
+
+class Engine:
+    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none", or
+    any object with ``propose(context: list[int], k: int) -> list[int]``."""
+
+    def __init__(self, runner: ModelRunner, *, drafter: str = "ngram", temperature: float = 0.0, seed: int = 0,
+                 eos_token_id: int | None = None, benchmark_acceptance: BenchmarkAcceptance | None = None):  # fmt: skip
+        if isinstance(drafter, str) and drafter not in ("ngram", "none"):
+            raise ValueError(f"drafter must be 'ngram', 'none' or an object with propose(), got {drafter!r}")
+        if benchmark_acceptance is not None and not isinstance(benchmark_acceptance, BenchmarkAcceptance):
+            raise TypeError("benchmark_acceptance must be a BenchmarkAcceptance")
+        self.runner = runner
+        self.window = runner.cfg.window if drafter != "none" else 1
+        self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter == "none" else drafter)
+        self.temperature, self.eos = temperature, eos_token_id
+        self.gen = torch.Generator().manual_seed(seed)
+        self.bench = benchmark_acceptance
+        self.requests: list[Request] = []
+        self.iteration = 0
+        self.hist: Counter = Counter()
+
+    def add(self, prompt: list[int], max_new_tokens: int, arrival: int = 0) -> Request:
+        if not prompt:
+            raise ValueError("prompt must hold at least one token")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        need = len(prompt) + max_new_tokens + self.window
+        if need > self.runner.cfg.max_len:
+            raise ValueError(f"request needs {need} KV positions, the runner's max_len is {self.runner.cfg.max_len}")
+        r = Request(len(self.requests), list(prompt), max_new_tokens, arrival)
+        self.requests.append(r)
+        return r
+
+    @property
+    def running(self) -> list[Request]:
+        return [r for r in self.requests if r.slot is not None and not r.done]
+
+    def _pick(self, logits: torch.Tensor) -> int:
+        if self.temperature <= 0:
+            return int(logits.argmax())
+        return int(torch.multinomial(torch.softmax(logits.float().cpu() / self.temperature, -1), 1, generator=self.gen))
+
+    def _emit(self, r: Request, tokens: list[int]) -> None:
+        for t in tokens:
+            if r.done:
+                break
+            r.generated.append(t)
+            if len(r.generated) >= r.max_new_tokens or (self.eos is not None and t == self.eos):
+                r.done = True
+        if r.done and r.slot is not None:
+            self.runner.free(r.slot)
+            r.slot = None
+
+    def _admit(self) -> None:
+        for r in self.requests:
+            if r.slot is None and not r.done and r.parked is None and r.arrival <= self.iteration and not r.generated:
+                if self.runner.pool.num_free == 0:
+                    return
+                r.slot = self.runner.alloc()
+                self._emit(r, [self._pick(self.runner.prefill(r.slot, r.prompt))])
+
+    def step(self) -> bool:
+        """One engine iteration. Returns False when nothing is left to do."""
+        self._admit()
+        batch = self.running
+        self.iteration += 1
+        if not batch:
+            return any(not r.done for r in self.requests)
+        T = self.window
+        kind = "decode" if T == 1 else "verify"
+        drafts = [self._drafts(r, T - 1) for r in batch]
+        tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
+                               zip(batch, drafts)], dtype=torch.long)  # fmt: skip
+        logits = self.runner.step(kind, [r.slot for r in batch], tokens)
+        results = self._accept(logits, drafts)
+        self.runner.commit([r.slot for r in batch], [n for n, _ in results], kind)
+        for r, (n, new) in zip(batch, results):
+            r.steps += 1
+            r.accepted.append(n)
+            self.hist[n] += 1
+            self._emit(r, new)
+        return True
+
+    def _drafts(self, r: Request, k: int) -> list[int]:
+        if self.bench is not None:
+            return [r.generated[-1]] * k  # any tokens: the prescribed acceptance ignores them
+        return self.drafter.propose(r.context, k) if self.drafter else []
+
+    def _accept(self, logits: torch.Tensor, drafts: list[list[int]]) -> list[tuple[int, list[int]]]:
+        if self.bench is not None:
+            am = logits.argmax(-1).cpu()
+            return [(n, d[: n - 1] + [int(am[i, n - 1])]) for i, (n, d) in enumerate(zip(self.bench.draw(len(drafts)),
+                                                                                          drafts))]  # fmt: skip
+        if self.temperature <= 0:
+            am = logits.argmax(-1).cpu().tolist()
+            return [accept_greedy(a, d) for a, d in zip(am, drafts)]
+        probs = torch.softmax(logits.cpu() / self.temperature, -1)
+        return [accept_sampling(probs[i], d, self.gen) for i, d in enumerate(drafts)]
+
+    def run(self, max_iterations: int = 1_000_000) -> list[Request]:
+        for _ in range(max_iterations):
+            if not self.step():
+                break
+        return self.requests
+
+    def preempt(self, r: Request) -> None:
+        """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV) to the CPU; free its slot."""
+        if r.slot is None:
+            raise ValueError(f"request {r.id} is not running")
+        s = torch.tensor([r.slot], dtype=torch.int32, device=self.runner.device)
+        r.parked = (self.runner.pool.offload(s), self.runner.kv.gather(s))
+        self.runner.free(r.slot)
+        r.slot = None
+
+    def resume(self, r: Request) -> None:
+        if r.parked is None:
+            raise ValueError(f"request {r.id} is not preempted")
+        slot = self.runner.pool.restore(r.parked[0])
+        self.runner.kv.scatter(slot, r.parked[1])
+        r.slot, r.parked = int(slot[0]), None

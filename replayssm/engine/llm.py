@@ -1,0 +1,89 @@
+"""``LLM``: the user-facing entry point -- load a model, generate with speculative decoding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..models.loader import load_model, load_tokenizer
+from ..models.model import HybridLM
+from .engine import Engine
+from .runner import ModelRunner, RunnerConfig
+
+
+@dataclass
+class Output:
+    token_ids: list[int]
+    text: str | None
+    steps: int
+    accepted: list[int]
+
+    @property
+    def mean_accepted(self) -> float:
+        return sum(self.accepted) / len(self.accepted) if self.accepted else 0.0
+
+
+class LLM:
+    """Generate with a hybrid GDN model.
+
+    ``model``: a folder (config.json, safetensors, optional tokenizer.json) or a ``HybridLM``.
+    ``backend``: "replay" (checkpoint + ring, exact fold) or "recurrent" (per-token snapshots).
+    ``draft_tokens``: the window length T = last accepted token + T-1 drafts (1 = plain decode).
+    ``drafter``: "ngram" (prompt lookup) or "none". ``device``/``dtype`` default to CUDA/bf16 when a
+    GPU is present, else CPU/fp32. ``max_slots`` bounds concurrent requests, ``max_len`` their length.
+    """
+
+    def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", draft_tokens: int = 4,
+                 drafter: str = "ngram", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
+                 ring_len: int = 16, cuda_graphs: bool = True):  # fmt: skip
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
+        self.tokenizer = None
+        if isinstance(model, HybridLM):
+            self.model = model.to(device=device, dtype=dtype).eval()
+        else:
+            self.model = load_model(model, dtype=dtype, device=device)
+            if (Path(model) / "tokenizer.json").is_file():
+                self.tokenizer = load_tokenizer(model)
+        if drafter == "none":
+            draft_tokens = 1
+        if draft_tokens < 1:
+            raise ValueError(f"draft_tokens must be >= 1, got {draft_tokens}")
+        self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=draft_tokens,
+                                          ring_len=ring_len, cuda_graphs=cuda_graphs)  # fmt: skip
+        self.drafter = drafter if draft_tokens > 1 else "none"
+        self.runner = ModelRunner(self.model, self.runner_config)
+
+    def encode(self, text: str) -> list[int]:
+        if self.tokenizer is None:
+            raise ValueError("this model has no tokenizer.json: pass token ids instead of text")
+        return self.tokenizer.encode(text).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids) if self.tokenizer is not None else ""
+
+    def engine(self, *, temperature: float = 0.0, seed: int = 0, ignore_eos: bool = True) -> Engine:
+        eos = None if ignore_eos else self.model.config.eos_token_id
+        return Engine(self.runner, drafter=self.drafter, temperature=temperature, seed=seed, eos_token_id=eos)
+
+    def generate(
+        self,
+        prompts: list[str] | list[list[int]],
+        max_new_tokens: int = 64,
+        *,
+        temperature: float = 0.0,
+        seed: int = 0,
+        arrivals: list[int] | None = None,
+        ignore_eos: bool = True,
+    ) -> list[Output]:
+        """Generate for many prompts at once (continuous batching; ``arrivals[i]`` = engine iteration at
+        which prompt i joins, default 0). Greedy when ``temperature`` is 0."""
+        eng = self.engine(temperature=temperature, seed=seed, ignore_eos=ignore_eos)
+        ids = [self.encode(p) if isinstance(p, str) else list(p) for p in prompts]
+        for i, p in enumerate(ids):
+            eng.add(p, max_new_tokens, arrival=arrivals[i] if arrivals else 0)
+        reqs = eng.run()
+        return [Output(r.generated, self.decode(r.generated) if self.tokenizer else None, r.steps, r.accepted)
+                for r in reqs]  # fmt: skip

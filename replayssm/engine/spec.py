@@ -1,0 +1,87 @@
+"""Drafting and acceptance: the pure functions of speculative decoding."""
+
+from __future__ import annotations
+
+import torch
+
+
+class NgramDrafter:
+    """Prompt-lookup drafting: after the most recent earlier occurrence of the context's last n tokens
+    (n = max_n down to min_n), propose the tokens that followed it. Deterministic; may propose fewer."""
+
+    def __init__(self, max_n: int = 3, min_n: int = 1):
+        if not 1 <= min_n <= max_n:
+            raise ValueError(f"need 1 <= min_n <= max_n, got min_n={min_n}, max_n={max_n}")
+        self.max_n, self.min_n = max_n, min_n
+
+    def propose(self, context: list[int], k: int) -> list[int]:
+        if k <= 0:
+            return []
+        for n in range(min(self.max_n, len(context) - 1), self.min_n - 1, -1):
+            tail = context[-n:]
+            for start in range(len(context) - n - 1, -1, -1):
+                if context[start : start + n] == tail:
+                    return context[start + n : start + n + k]
+        return []
+
+
+def accept_greedy(argmax: list[int], drafts: list[int]) -> tuple[int, list[int]]:
+    """Window = [pending, *drafts]; argmax[i] is the model's token after window position i.
+
+    Returns (num_accepted, new_tokens): the window positions kept (1 + matching drafts) and the tokens
+    produced by this step (accepted drafts + the bonus token).
+    """
+    n = 1
+    while n - 1 < len(drafts) and drafts[n - 1] == argmax[n - 1]:
+        n += 1
+    return n, drafts[: n - 1] + [argmax[n - 1]]
+
+
+def accept_sampling(probs: torch.Tensor, drafts: list[int], gen: torch.Generator) -> tuple[int, list[int]]:
+    """Speculative sampling with a deterministic drafter (q = one-hot at the draft).
+
+    probs: [T, vocab] target probabilities at each window position (CPU). Draft d at position i is
+    accepted with probability p_i(d); on rejection the replacement is drawn from p_i with d removed
+    (the normalised residual max(p - q, 0)); if all drafts pass, a bonus token is drawn from p_T.
+    The output distribution equals sampling from the target model token by token.
+    """
+    out = []
+    for i, d in enumerate(drafts):
+        p = probs[i]
+        if torch.rand((), generator=gen) < p[d]:
+            out.append(d)
+            continue
+        resid = p.clone()
+        resid[d] = 0
+        if resid.sum() <= 0:  # p was one-hot at d: cannot happen after a rejection, kept for safety
+            resid = p
+        out.append(int(torch.multinomial(resid / resid.sum(), 1, generator=gen)))
+        return i + 1, out
+    out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=gen)))
+    return len(drafts) + 1, out
+
+
+class BenchmarkAcceptance:
+    """FOR BENCHMARKS ONLY: accept a prescribed number of tokens per step, ignoring the model.
+
+    The generated text is meaningless; this exists so that backends can be timed at a fixed mean
+    acceptance. The engine only takes it through ``Engine(..., benchmark_acceptance=...)``, and the
+    constructor refuses to build one unless ``meaningless_outputs=True`` is passed explicitly.
+    """
+
+    def __init__(self, mean_accepted: float, window: int, *, seed: int = 0, meaningless_outputs: bool = False):
+        if meaningless_outputs is not True:
+            raise ValueError(
+                "BenchmarkAcceptance makes the engine emit meaningless tokens; pass meaningless_outputs=True"
+            )
+        if not 1 <= mean_accepted <= window:
+            raise ValueError(f"mean_accepted must be in [1, {window}], got {mean_accepted}")
+        self.mean, self.window = mean_accepted, window
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def draw(self, n: int) -> list[int]:
+        """num_accepted for n rows: floor(mean) or ceil(mean), mixed so that the expectation is ``mean``."""
+        lo = int(self.mean)
+        frac = self.mean - lo
+        up = torch.rand(n, generator=self.gen) < frac
+        return [min(self.window, lo + int(u)) for u in up]

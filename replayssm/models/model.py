@@ -1,0 +1,68 @@
+"""The hybrid causal LM (Qwen3-Next, Qwen3.5 dense and MoE), with Hugging Face tensor names."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .attention import GatedAttention
+from .config import ModelConfig
+from .gdn import GatedDeltaNet
+from .layers import MLP, RMSNorm, SparseMoE
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, i: int, mixer_index: int):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.is_gdn = cfg.layer_types[i] == "linear_attention"
+        if self.is_gdn:
+            self.linear_attn = GatedDeltaNet(cfg, mixer_index)
+        else:
+            self.self_attn = GatedAttention(cfg, mixer_index)
+        if cfg.is_moe_layer(i):
+            self.mlp = SparseMoE(cfg.hidden_size, cfg.num_experts, cfg.top_k, cfg.moe_intermediate_size,
+                                 cfg.shared_expert_intermediate_size, cfg.norm_topk_prob)  # fmt: skip
+        else:
+            self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
+
+    def forward(self, h: torch.Tensor, step, pool, kv) -> torch.Tensor:
+        x = self.input_layernorm(h)
+        h = h + (self.linear_attn(x, step, pool) if self.is_gdn else self.self_attn(x, step, kv))
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class _Body(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        gdn = {i: n for n, i in enumerate(cfg.gdn_layers)}
+        attn = {i: n for n, i in enumerate(cfg.attention_layers)}
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i, gdn.get(i, attn.get(i))) for i in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+
+class HybridLM(nn.Module):
+    """``forward(ids, step, pool, kv)`` -> logits [N, vocab] for the N = B*T tokens of a step.
+
+    ``pool`` is a ``GDNStatePool`` over the model's GDN layers, ``kv`` a ``KVCache`` over its attention
+    layers; the model itself holds no per-request state.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.config = cfg
+        self.model = _Body(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, ids: torch.Tensor, step, pool, kv, *, last_only: bool = False) -> torch.Tensor:
+        h = self.model.embed_tokens(ids)
+        for layer in self.model.layers:
+            h = layer(h, step, pool, kv)
+        h = self.model.norm(h)
+        if last_only:
+            h = h[step.cu_seqlens[1:].long() - 1]
+        return self.lm_head(h)
