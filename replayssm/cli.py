@@ -15,6 +15,11 @@ def _device(name: str | None) -> torch.device:
 
 
 def _cmd_demo(args) -> int:
+    if not args.layer:
+        from .demo import print_model_demo, run_model_demo
+
+        res = run_model_demo(max_new_tokens=args.max_new_tokens, device=args.device, window=args.draft_tokens)
+        return 0 if print_model_demo(res, args.draft_tokens) else 1
     from .layer_demo import LayerDemoConfig, run_layer_demo
 
     cfg = LayerDemoConfig(steps=args.steps, batch=args.batch, draft_tokens=args.draft_tokens, ring_len=args.ring,
@@ -22,7 +27,7 @@ def _cmd_demo(args) -> int:
     dev = _device(args.device)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     path = "Triton kernels" if dev.type == "cuda" else "PyTorch references"
-    print(f"replayssm demo: one GDN layer, H={cfg.H} HV={cfg.HV} K={cfg.K} V={cfg.V}, batch {cfg.batch}, "
+    print(f"replayssm demo --layer: one GDN layer, H={cfg.H} HV={cfg.HV} K={cfg.K} V={cfg.V}, batch {cfg.batch}, "
           f"window T={cfg.draft_tokens}, ring L={cfg.ring_len}, {dtype} activations, {dev} ({path})")  # fmt: skip
     r = run_layer_demo(cfg, dev, dtype)
     print(f"  steps                       {r.steps} ({r.flush_steps} with a fold)")
@@ -32,6 +37,23 @@ def _cmd_demo(args) -> int:
     print(f"  speculative scratch         recurrent {r.recurrent_scratch_bytes:,} B (per-token snapshots); "
           f"ReplaySSM {r.replay_ring_bytes:,} B (ring records, no snapshots)")  # fmt: skip
     return 0 if r.bitwise_steps == r.steps else 1
+
+
+def _cmd_generate(args) -> int:
+    import time
+
+    from .engine.llm import LLM
+
+    llm = LLM(args.model, backend=args.backend, draft_tokens=args.draft_tokens, device=args.device,
+              drafter="none" if args.draft_tokens == 1 else "ngram", max_len=args.max_len)  # fmt: skip
+    t0 = time.perf_counter()
+    out = llm.generate([args.prompt], max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                       seed=args.seed)[0]  # fmt: skip
+    dt = time.perf_counter() - t0
+    print(args.prompt + (out.text if out.text is not None else " ".join(map(str, out.token_ids))))
+    print(f"[{len(out.token_ids)} tokens in {dt:.2f} s ({len(out.token_ids) / dt:.1f} tokens/s), {out.steps} steps, "
+          f"mean accepted {out.mean_accepted:.2f}, backend {args.backend}]")  # fmt: skip
+    return 0
 
 
 def _cmd_memory(args) -> int:
@@ -71,14 +93,28 @@ def _cmd_bench_kernels(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="replayssm", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("demo", help="simulate speculative decoding of one GDN layer on both backends")
-    d.add_argument("--steps", type=int, default=300)
-    d.add_argument("--batch", type=int, default=4)
+    d = sub.add_parser("demo", help="the embedded model decoded plainly and speculatively on both backends")
+    d.add_argument("--layer", action="store_true", help="instead: simulate one GDN layer with random inputs")
+    d.add_argument("--max-new-tokens", type=int, default=96)
+    d.add_argument("--steps", type=int, default=300, help="--layer: speculative steps")
+    d.add_argument("--batch", type=int, default=4, help="--layer: requests")
     d.add_argument("--draft-tokens", type=int, default=4, help="window length T (last accepted token + drafts)")
-    d.add_argument("--ring", type=int, default=16, help="ring length L (power of two, >= 2T)")
+    d.add_argument("--ring", type=int, default=16, help="--layer: ring length L (power of two, >= 2T)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     d.set_defaults(fn=_cmd_demo)
+
+    gen = sub.add_parser("generate", help="generate text from a model folder")
+    gen.add_argument("--model", required=True, help="folder with config.json, *.safetensors, tokenizer.json")
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--backend", choices=["replay", "recurrent"], default="replay")
+    gen.add_argument("--draft-tokens", type=int, default=4, help="window length T (1 = plain decode)")
+    gen.add_argument("--max-new-tokens", type=int, default=128)
+    gen.add_argument("--max-len", type=int, default=2048)
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--device", default=None)
+    gen.set_defaults(fn=_cmd_generate)
 
     m = sub.add_parser("memory", help="per-request GDN state bytes of both backends, and how many requests fit")
     m.add_argument("--model", required=True, help="a preset (qwen3.5-122b-a10b, ...) or a config.json path")

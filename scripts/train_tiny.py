@@ -241,8 +241,8 @@ def greedy_samples(out_dir, tok, n_tokens):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output folder (config.json, model.safetensors, tokenizer.json, ...)")
-    p.add_argument("--steps", type=int, default=3000)
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -250,13 +250,18 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=None, help="warmup steps (default: min(100, steps // 10))")
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0)
-    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--hidden", type=int, default=192)
     p.add_argument("--intermediate", type=int, default=512)
     p.add_argument("--layers", type=int, default=8)
-    p.add_argument("--head-dim", type=int, default=64, help="attention head dim")
+    p.add_argument("--head-dim", type=int, default=32, help="attention head dim")
     p.add_argument("--linear-head-dim", type=int, default=32, help="Gated DeltaNet key/value head dim")
     p.add_argument("--val-every", type=int, default=40, help="hold out every N-th stdlib file for validation")
-    p.add_argument("--val-tokens", type=int, default=65536, help="validation tokens evaluated at the end")
+    p.add_argument(
+        "--val-tokens",
+        type=int,
+        default=None,
+        help="validation targets evaluated at the end (default: tokens seen in training, clamped to 4096..65536)",
+    )
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--save-dtype", choices=("bfloat16", "float32"), default="bfloat16")
@@ -264,8 +269,10 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.warmup is None:
         args.warmup = min(100, args.steps // 10)
-    for d in (args.linear_head_dim,):
-        assert d >= 16 and d & (d - 1) == 0, "linear head dims must be powers of two >= 16"
+    if args.val_tokens is None:
+        args.val_tokens = min(65536, max(4096, args.steps * args.batch * args.seq_len))
+    d = args.linear_head_dim
+    assert d >= 16 and d & (d - 1) == 0, "Gated DeltaNet head dims must be powers of two >= 16"
     return args
 
 
