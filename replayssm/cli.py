@@ -90,6 +90,27 @@ def _cmd_bench_kernels(args) -> int:
     return 1 if bad else 0
 
 
+def _cmd_bench_e2e(args) -> int:
+    if not torch.cuda.is_available():
+        raise SystemExit("replayssm bench e2e needs a CUDA GPU")
+    from .bench.e2e import E2EConfig, run_e2e
+
+    cfg = E2EConfig(preset=args.preset, layers=args.layers, concurrency=tuple(args.concurrency),
+                    prompt_len=args.prompt_len, steps=args.steps, window=args.draft_tokens,
+                    mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
+                    capacity_budget_gib=args.capacity_budget_gib)  # fmt: skip
+    run_e2e(cfg, args.out, tag=args.tag)
+    return 0
+
+
+def _cmd_drift(args) -> int:
+    from .bench.drift import main_drift
+
+    res = main_drift(args)
+    exact_ok = all(r["exact_bitwise"] for rows in res["teacher_forced"] for r in rows)
+    return 0 if exact_ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="replayssm", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -142,6 +163,32 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--out", default="bench/results", help="folder for the JSON and PNG")
     k.add_argument("--tag", default="kernels", help="file name stem of the outputs")
     k.set_defaults(fn=_cmd_bench_kernels)
+
+    e = bench.add_parser("e2e", help="end-to-end decoding throughput, TPOT and capacity per backend (GPU)")
+    e.add_argument("--preset", default="qwen3.5-27b", help="dense preset from replayssm memory (random weights)")
+    e.add_argument("--layers", type=int, default=None, help="keep only the first N layers (default: full depth)")
+    e.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64, 128])
+    e.add_argument("--prompt-len", type=int, default=128)
+    e.add_argument("--steps", type=int, default=12, help="timed engine iterations per mode")
+    e.add_argument("--draft-tokens", type=int, default=4, help="window length T")
+    e.add_argument("--mean-accepted", type=float, default=3.0, help="prescribed mean accepted length per step")
+    e.add_argument("--ring", type=int, default=16)
+    e.add_argument("--capacity-context", type=int, default=1024, help="KV tokens per request for the capacity test")
+    e.add_argument("--capacity-budget-gib", type=float, default=None, help="default: free memory after weights - 4 GiB")
+    e.add_argument("--out", default="bench/results")
+    e.add_argument("--tag", default="e2e")
+    e.set_defaults(fn=_cmd_bench_e2e)
+
+    dr = sub.add_parser("drift", help="committed-state error and token divergence over long generations")
+    dr.add_argument("--model", default="tiny", help="'tiny' (embedded), a model folder, or random:PRESET:LAYERS")
+    dr.add_argument("--tokens", type=int, default=16384)
+    dr.add_argument("--every", type=int, default=512, help="measure the state error every N tokens")
+    dr.add_argument("--prompts", type=int, default=3)
+    dr.add_argument("--draft-tokens", type=int, default=4, help="window T of the teacher-forced speculative run")
+    dr.add_argument("--device", default=None)
+    dr.add_argument("--out", default="bench/results")
+    dr.add_argument("--tag", default="drift")
+    dr.set_defaults(fn=_cmd_drift)
 
     args = p.parse_args(argv)
     return args.fn(args)

@@ -17,70 +17,80 @@ from .pool import GDNStatePool
 
 
 class LockstepPool:
-    """A ``GDNStatePool`` look-alike: ``primary`` answers, ``shadow`` mirrors every state change."""
+    """A ``GDNStatePool`` look-alike: ``primary`` answers, ``shadow`` mirrors every state change.
 
-    def __init__(self, primary: GDNStatePool, shadow: GDNStatePool):
-        if primary.cfg.geometry()[1:7] != shadow.cfg.geometry()[1:7] or primary.cfg.num_slots != shadow.cfg.num_slots:
-            raise ValueError("primary and shadow pools must have the same layers, heads, head dims and slots")
-        self.primary, self.shadow = primary, shadow
+    ``extra`` shadows (e.g. the experimental open-loop pool of the drift study) are fed the same way.
+    """
+
+    def __init__(self, primary: GDNStatePool, shadow: GDNStatePool, *extra: GDNStatePool):
+        for other in (shadow, *extra):
+            same = primary.cfg.geometry()[1:7] == other.cfg.geometry()[1:7]
+            if not same or primary.cfg.num_slots != other.cfg.num_slots:
+                raise ValueError("lockstep pools must have the same layers, heads, head dims and slots")
+        self.primary, self.shadow, self.extra = primary, shadow, list(extra)
         self.cfg, self.device = primary.cfg, primary.device
+
+    @property
+    def _followers(self) -> list[GDNStatePool]:
+        return [self.shadow, *self.extra]
 
     @property
     def num_free(self) -> int:
         return self.primary.num_free
 
-    def alloc(self, n: int) -> torch.Tensor:
-        slots = self.primary.alloc(n)
-        other = self.shadow.alloc(n)
-        if not torch.equal(slots, other):
-            raise RuntimeError("lockstep pools handed out different slots")
+    def _same_slots(self, slots, others, what):
+        if any(not torch.equal(slots, o) for o in others):
+            raise RuntimeError(f"lockstep pools {what} different slots")
         return slots
 
+    def alloc(self, n: int) -> torch.Tensor:
+        slots = self.primary.alloc(n)
+        return self._same_slots(slots, [p.alloc(n) for p in self._followers], "handed out")
+
     def free(self, slots):
-        self.primary.free(slots)
-        self.shadow.free(slots)
+        for p in (self.primary, *self._followers):
+            p.free(slots)
 
     def write_prefill(self, layer, slots, state, conv_state):
-        self.primary.write_prefill(layer, slots, state, conv_state)
-        self.shadow.write_prefill(layer, slots, state, conv_state)
+        for p in (self.primary, *self._followers):
+            p.write_prefill(layer, slots, state, conv_state)
 
     def conv_update(self, layer, x, **kw):
-        self.shadow.conv_update(layer, x, **kw)
+        for p in self._followers:
+            p.conv_update(layer, x, **kw)
         return self.primary.conv_update(layer, x, **kw)
 
     def verify(self, layer, q, k, v, a, b, **kw):
-        self.shadow.verify(layer, q, k, v, a, b, **kw)
+        for p in self._followers:
+            p.verify(layer, q, k, v, a, b, **kw)
         return self.primary.verify(layer, q, k, v, a, b, **kw)
 
     def decode(self, layer, q, k, v, a, b, **kw):
-        self.shadow.decode(layer, q, k, v, a, b, **kw)
+        for p in self._followers:
+            p.decode(layer, q, k, v, a, b, **kw)
         return self.primary.decode(layer, q, k, v, a, b, **kw)
 
     def commit(self, slots, num_accepted=None):
-        self.primary.commit(slots, num_accepted)
-        self.shadow.commit(slots, num_accepted)
+        for p in (self.primary, *self._followers):
+            p.commit(slots, num_accepted)
 
     def committed_state(self, layer, slots):
         return self.primary.committed_state(layer, slots)
 
     def flush(self, slots):
-        self.primary.flush(slots)
-        self.shadow.flush(slots)
+        for p in (self.primary, *self._followers):
+            p.flush(slots)
 
     def offload(self, slots):
-        return self.primary.offload(slots), self.shadow.offload(slots)
+        return tuple(p.offload(slots) for p in (self.primary, *self._followers))
 
     def restore(self, snapshot):
         slots = self.primary.restore(snapshot[0])
-        if not torch.equal(slots, self.shadow.restore(snapshot[1])):
-            raise RuntimeError("lockstep pools restored into different slots")
-        return slots
+        return self._same_slots(slots, [p.restore(s) for p, s in zip(self._followers, snapshot[1:])], "restored into")
 
     def fork(self, slots):
         new = self.primary.fork(slots)
-        if not torch.equal(new, self.shadow.fork(slots)):
-            raise RuntimeError("lockstep pools forked into different slots")
-        return new
+        return self._same_slots(new, [p.fork(slots) for p in self._followers], "forked into")
 
     def states_equal(self, slots: torch.Tensor) -> bool:
         """Committed GDN and conv states of ``slots`` are bitwise equal in both pools, at every layer."""
