@@ -209,14 +209,16 @@ def evaluate(model, ids, seq_len, max_tokens, batch=16):
         starts = range(b0 * seq_len, min(n_win, b0 + batch) * seq_len, seq_len)
         x = torch.stack([ids[s : s + seq_len + 1] for s in starts]).long()
         logits = model(input_ids=x[:, :-1]).logits.float()
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum")
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum"
+        )
         total += loss.item()
         count += x[:, 1:].numel()
     model.train()
     return total / max(1, count), count
 
 
-def greedy_samples(out_dir, tok, n_tokens):
+def greedy_samples(out_dir, n_tokens):
     """Reload the saved model with AutoModelForCausalLM in fp32 and greedily continue a few prompts."""
     from transformers import AutoModelForCausalLM
 
@@ -295,7 +297,8 @@ def main(argv=None):
     n_checked = check_tokenizer(tok, [b.decode("utf-8") for b in first_train_files], seed=args.seed)
     print(
         f"data: {info['files_train']} train files ({info['bytes_train']:,} bytes), {info['files_val']} val files "
-        f"({info['bytes_val']:,} bytes), {info['files_skipped']} skipped; tokenizer round trips ok on {n_checked} texts",
+        f"({info['bytes_val']:,} bytes), {info['files_skipped']} skipped; tokenizer round trips ok on {n_checked} "
+        "texts",
         flush=True,
     )
 
@@ -356,9 +359,11 @@ def main(argv=None):
 
     samples, saved_val = [], None
     if args.sample_tokens > 0:
-        reloaded, samples = greedy_samples(out, tok2, args.sample_tokens)
+        reloaded, samples = greedy_samples(out, args.sample_tokens)
         saved_val, _ = evaluate(reloaded, val_ids, args.seq_len, args.val_tokens)
-        print(f"val (saved {args.save_dtype} weights, run in fp32): {saved_val / math.log(2):.4f} bits/byte", flush=True)
+        print(
+            f"val (saved {args.save_dtype} weights, run in fp32): {saved_val / math.log(2):.4f} bits/byte", flush=True
+        )
         for prompt, text, _ in samples:
             print(f"--- sample {prompt!r}\n{text}\n", flush=True)
     total_wall = time.time() - t_start
@@ -412,11 +417,12 @@ def write_report(
         "",
         "## Tokenizer",
         "",
-        "Byte level: token id = byte value (0..255), then `<pad>` 256, `<bos>` 257, `<eos>` 258. `tokenizer.json` is a",
-        "`tokenizers` BPE model with no merges over the 256 ByteLevel symbols (ByteLevel pre-tokenizer and decoder), so",
-        "any UTF-8 text encodes to its bytes and decodes back losslessly (checked on random Unicode text). Literal",
-        "special-token strings in the text (e.g. `<eos>`) are matched as special tokens by `tokenizers`; the training",
-        "data was built from raw bytes, so it never contains special ids except the `<eos>` separators.",
+        "Byte level: token id = byte value (0..255), then `<pad>` 256, `<bos>` 257, `<eos>` 258.",
+        "`tokenizer.json` is a `tokenizers` BPE model with no merges over the 256 ByteLevel symbols (ByteLevel",
+        "pre-tokenizer and decoder), so any UTF-8 text encodes to its bytes and decodes back losslessly (checked on",
+        "random Unicode text). Literal special-token strings in the text (e.g. `<eos>`) are matched as special tokens",
+        "by `tokenizers`; the training data was built from raw bytes, so it never contains special ids except the",
+        "`<eos>` separators.",
         "",
         "## Data",
         "",
@@ -433,8 +439,9 @@ def write_report(
         "",
         "## Optimisation",
         "",
-        f"AdamW (betas 0.9/0.95, weight decay {args.weight_decay} on matrices except the embedding), peak LR {args.lr},",
-        f"{args.warmup} warmup steps then cosine decay to {args.min_lr_frac} x peak, gradient clip {args.grad_clip},",
+        f"AdamW (betas 0.9/0.95, weight decay {args.weight_decay} on matrices except the embedding), peak LR",
+        f"{args.lr}, {args.warmup} warmup steps then cosine decay to {args.min_lr_frac} x peak, gradient clip "
+        f"{args.grad_clip},",
         "fp32 training, pure-torch Gated DeltaNet path (fla and causal_conv1d blocked).",
         "",
         "## Results",
@@ -468,7 +475,8 @@ def write_report(
             "",
         ]
         for prompt, text, hit_eos in samples:
-            lines += [f"Prompt {prompt!r}" + (" (stopped at `<eos>`)" if hit_eos else "") + ":", "", "````", text, "````", ""]
+            stop = " (stopped at `<eos>`)" if hit_eos else ""
+            lines += [f"Prompt {prompt!r}{stop}:", "", "````", text, "````", ""]
     (out / "TRAINING.md").write_text("\n".join(lines))
 
 

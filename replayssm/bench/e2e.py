@@ -135,7 +135,7 @@ def max_concurrency(model, backend: str, cfg: E2EConfig, budget_bytes: int) -> i
         return ok
 
     lo, hi = 0, 1
-    while fits(hi):
+    while hi <= 8192 and fits(hi):
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2

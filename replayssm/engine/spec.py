@@ -7,20 +7,23 @@ import torch
 
 class NgramDrafter:
     """Prompt-lookup drafting: after the most recent earlier occurrence of the context's last n tokens
-    (n = max_n down to min_n), propose the tokens that followed it. Deterministic; may propose fewer."""
+    (n = max_n down to min_n) within the last ``lookback`` tokens, propose the tokens that followed it.
+    Deterministic; may propose fewer than asked. The lookback bounds the host cost per step."""
 
-    def __init__(self, max_n: int = 3, min_n: int = 1):
+    def __init__(self, max_n: int = 3, min_n: int = 1, lookback: int = 2048):
         if not 1 <= min_n <= max_n:
             raise ValueError(f"need 1 <= min_n <= max_n, got min_n={min_n}, max_n={max_n}")
-        self.max_n, self.min_n = max_n, min_n
+        self.max_n, self.min_n, self.lookback = max_n, min_n, lookback
 
     def propose(self, context: list[int], k: int) -> list[int]:
         if k <= 0:
             return []
+        context = context[-self.lookback :]
         for n in range(min(self.max_n, len(context) - 1), self.min_n - 1, -1):
-            tail = context[-n:]
+            tail = tuple(context[-n:])
+            first = tail[0]
             for start in range(len(context) - n - 1, -1, -1):
-                if context[start : start + n] == tail:
+                if context[start] == first and tuple(context[start : start + n]) == tail:
                     return context[start + n : start + n + k]
         return []
 

@@ -7,6 +7,8 @@ steps go through the pool, whose backend ("replay" or "recurrent") decides how s
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -82,14 +84,20 @@ class GatedDeltaNet(nn.Module):
     def _prefill_delta_rule(self, q, k, v, a, b, step):
         """Outputs [N, HV, V] and final states [B, HV, V, K] fp32 of whole prompts from a zero state."""
         B = step.slots.shape[0]
+        global _fla_chunk
         if _fla_chunk is not None and q.is_cuda:
             from ..ops import gdn_gating
 
             g, beta = gdn_gating(a, b, A_log=self.A_log, dt_bias=self.dt_bias)
-            o, state = _fla_chunk(q=q[None], k=k[None], v=v[None], g=g[None], beta=beta[None], scale=self.K**-0.5,
-                                  initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True,
-                                  state_v_first=True, cu_seqlens=step.cu_seqlens.long())  # fmt: skip
-            return o[0], state.float()
+            try:
+                o, state = _fla_chunk(q=q[None], k=k[None], v=v[None], g=g[None], beta=beta[None],
+                                      scale=self.K**-0.5, initial_state=None, output_final_state=True,
+                                      use_qk_l2norm_in_kernel=True, state_v_first=True,
+                                      cu_seqlens=step.cu_seqlens.long())  # fmt: skip
+                return o[0], state.float()
+            except Exception as e:  # noqa: BLE001 - an incompatible fla build: fall back, say so once
+                warnings.warn(f"fla-core prefill failed ({e!r:.200}); using replayssm's recurrent kernel", stacklevel=2)
+                _fla_chunk = None
         state = torch.zeros(B, self.HV, self.V, self.K, dtype=torch.float32, device=q.device)
         rows = torch.arange(B, dtype=torch.int32, device=q.device)
         o = gdn_recurrent(q, k, v, a, b, A_log=self.A_log, dt_bias=self.dt_bias, state=state, slots=rows,
