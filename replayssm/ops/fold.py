@@ -20,13 +20,16 @@ from .ring import Ring
 
 @triton.jit
 def _gdn_exact_fold_kernel(
-    checkpoint, out, slots, ring_k, ring_v, ring_g, ring_beta, write_pos, base,
+    checkpoint, out, slots, ring_k, ring_v, ring_g, ring_beta, write_pos, base, flush,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, L: tl.constexpr,
-    TO_OUT: tl.constexpr,
+    TO_OUT: tl.constexpr, ONLY_FLUSHING: tl.constexpr,
 ):  # fmt: skip
     i_v, i_hv, i_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     slot = tl.load(slots + i_b)
-    if slot >= 0:
+    run = slot >= 0
+    if ONLY_FLUSHING:
+        run = run & (tl.load(flush + tl.maximum(slot, 0)) != 0)
+    if run:
         i_h = i_hv // (HV // H)
         s64 = slot.to(tl.int64)
         offs_v = i_v * BV + tl.arange(0, BV)
@@ -44,6 +47,21 @@ def _gdn_exact_fold_kernel(
             tl.store(out + i_b.to(tl.int64) * HV * V * K + tile, h)
         else:
             tl.store(checkpoint + s64 * HV * V * K + tile, h)
+
+
+def fold_flushing_rows(checkpoint, ring: Ring, slots: torch.Tensor) -> None:
+    """Fold, in place, the history of every row of ``slots`` whose ring says flush; cursors untouched.
+
+    The first launch of ``gdn_replay_verify`` on the GPU. Device-only (no host read of the flags).
+    """
+    H, L, K = ring.k.shape[1:]
+    HV, V = ring.v.shape[1], ring.v.shape[3]
+    BV, num_warps = launch_config(K, V)
+    c = ring.cursors
+    _gdn_exact_fold_kernel[(V // BV, HV, slots.shape[0])](
+        checkpoint, checkpoint, slots, ring.k, ring.v, ring.g, ring.beta, c.write_pos, c.base, c.flush,
+        H=H, HV=HV, K=K, V=V, BV=BV, L=L, TO_OUT=False, ONLY_FLUSHING=True, num_warps=num_warps,
+    )  # fmt: skip
 
 
 def fold_slot_reference(h: torch.Tensor, ring: Ring, slot: int, positions) -> torch.Tensor:
@@ -124,7 +142,8 @@ def gdn_exact_fold(
         c = ring.cursors
         _gdn_exact_fold_kernel[(V // BV, HV, B)](
             checkpoint, out if out is not None else checkpoint, slots, ring.k, ring.v, ring.g, ring.beta,
-            c.write_pos, c.base, H=H, HV=HV, K=K, V=V, BV=BV, L=ring.L, TO_OUT=out is not None, num_warps=num_warps,
+            c.write_pos, c.base, c.flush, H=H, HV=HV, K=K, V=V, BV=BV, L=ring.L, TO_OUT=out is not None,
+            ONLY_FLUSHING=False, num_warps=num_warps,
         )  # fmt: skip
     if out is None and empty_history:
         ring_mark_folded(ring, slots, validate=False, impl="triton")

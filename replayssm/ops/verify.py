@@ -20,9 +20,9 @@ from contextlib import contextmanager
 import torch
 import triton
 
-from ._common import gating_reference, l2norm_reference, launch_config, use_triton
+from ._common import gating_reference, l2norm_reference, use_triton
 from ._validate import check_cu_seqlens, check_gdn_inputs, check_out, check_slots, check_state, values_checkable
-from .fold import fold_slot_reference, history_positions
+from .fold import fold_flushing_rows, fold_slot_reference, history_positions
 from .ring import Ring
 from .verify_kernel import _gdn_replay_verify_kernel
 
@@ -152,26 +152,24 @@ def gdn_replay_verify(
     o = torch.empty_like(v) if out is None else out
     if B == 0:
         return o
-    BV_FOLD, fold_warps = launch_config(K, V)
     BV, BK, num_stages, num_warps = verify_config(K, V)
     c = ring.cursors
     # tl.dot needs M, K >= 16 and N >= 4 on the GPU; the CPU interpreter takes the true (cheaper) sizes.
     min_t, min_l = (4, 16) if q.is_cuda else (1, 1)
-    BT, BL = max(min_t, triton.next_power_of_2(ring.max_window)), max(min_l, ring.L)
-    for flush_rows, bv, warps in ((False, BV, num_warps), (True, BV_FOLD, fold_warps)):
-        _gdn_replay_verify_kernel[(V // bv, HV, B)](
-            q, k, v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
-            ring.k, ring.v, ring.g, ring.beta, ring.u, c.write_pos, c.base, c.flush, c.window, scale,
-            H=H, HV=HV, K=K, V=V, BV=bv, BV_FOLD=BV_FOLD, BK=BK, L=ring.L, BT=BT, BL=BL,
-            DOT_PRECISION=dot_precision, FLUSH_ROWS=flush_rows, num_warps=warps, num_stages=num_stages,
-        )  # fmt: skip
+    fold_flushing_rows(checkpoint, ring, slots)
+    _gdn_replay_verify_kernel[(V // BV, HV, B)](
+        q, k, v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
+        ring.k, ring.v, ring.g, ring.beta, ring.u, c.write_pos, c.base, c.flush, c.window, scale,
+        H=H, HV=HV, K=K, V=V, BV=BV, BK=BK, L=ring.L, BT=max(min_t, triton.next_power_of_2(ring.max_window)),
+        BL=max(min_l, ring.L), DOT_PRECISION=dot_precision, num_warps=num_warps, num_stages=num_stages,
+    )  # fmt: skip
     return o
 
 
 def verify_config(K: int, V: int) -> tuple[int, int, int, int]:
-    """(BV, BK, num_stages, num_warps) of the non-flush verify launch: value rows per program, the K
-    chunk streamed per loop step, the software-pipelining depth of that loop, and warps per program.
-    (The flush launch folds, so it runs on ``launch_config``'s tile and warps.)"""
+    """(BV, BK, num_stages, num_warps) of the verify launch: value rows per program, the K chunk streamed
+    per loop step, the software-pipelining depth of that loop, and warps per program. (The fold launch
+    before it runs on ``launch_config``'s tile and warps, the baseline's.)"""
     if _VERIFY_OVERRIDE:
         BV, BK, stages, warps = _VERIFY_OVERRIDE[-1]
         return min(V, BV), min(K, BK), stages, warps
@@ -183,7 +181,7 @@ _VERIFY_OVERRIDE: list[tuple[int, int, int, int]] = []
 
 @contextmanager
 def verify_config_override(BV: int, BK: int, num_stages: int, num_warps: int):
-    """Benchmark-only: another tile for the non-flush verify launch."""
+    """Benchmark-only: another tile for the verify launch."""
     _VERIFY_OVERRIDE.append((BV, BK, num_stages, num_warps))
     try:
         yield
