@@ -23,10 +23,12 @@ from replayssm.demo import print_model_demo, run_model_demo  # noqa: E402
 from replayssm.engine.engine import Engine  # noqa: E402
 from replayssm.engine.runner import ModelRunner, RunnerConfig  # noqa: E402
 
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
 
 def big_model(layers: int, new_tokens: int = 48):
     cfg = preset_config("qwen3.5-27b", layers)
-    model = random_model(cfg)
+    model = random_model(cfg, device=DEV, dtype=torch.bfloat16 if DEV == "cuda" else torch.float32)
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, cfg.vocab_size, (64,), generator=g).tolist() for _ in range(8)]
     res = {"layers": layers, "gdn_layers": len(cfg.gdn_layers), "runs": {}}
@@ -36,15 +38,17 @@ def big_model(layers: int, new_tokens: int = 48):
         eng = Engine(ModelRunner(model, rc), drafter="ngram")
         reqs = [eng.add(p, new_tokens) for p in prompts]
         bitwise, steps = True, 0
-        torch.cuda.synchronize()
+        if DEV == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         while eng.step():
             steps += 1
             if shadow:
-                live = torch.tensor([r.slot for r in reqs if r.slot is not None], dtype=torch.int32, device="cuda")
+                live = torch.tensor([r.slot for r in reqs if r.slot is not None], dtype=torch.int32, device=DEV)
                 if live.numel():
                     bitwise &= eng.runner.pool.states_equal(live)
-        torch.cuda.synchronize()
+        if DEV == "cuda":
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         name = f"{backend}+{shadow}" if shadow else backend
         outs[name] = [r.generated for r in reqs]
@@ -70,7 +74,7 @@ def main():
     args = ap.parse_args()
     env = environment()
     print(header(env), flush=True)
-    tiny = run_model_demo(device="cuda", max_new_tokens=128)
+    tiny = run_model_demo(device=DEV, max_new_tokens=128)
     ok = print_model_demo(tiny, 4)
     big = big_model(args.layers)
     print(json.dumps({k: v for k, v in big.items() if k != "runs"}), flush=True)

@@ -37,6 +37,7 @@ def random_model(cfg: ModelConfig, *, device="cuda", dtype=torch.bfloat16, seed:
     with torch.device("meta"):
         model = HybridLM(cfg)
     model = model.to_empty(device=device).to(dtype)
+    model.tie_weights()
     g = torch.Generator(device=device).manual_seed(seed)
     for name, p in model.named_parameters():
         if name.endswith("A_log"):

@@ -84,6 +84,7 @@ def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32, device="
     with torch.device("meta"):
         model = HybridLM(cfg)
     model = model.to_empty(device="cpu")
+    model.tie_weights()
     load_weights(model, read_safetensors(folder))
     return model.to(device=device, dtype=dtype).eval()
 

@@ -55,7 +55,12 @@ class HybridLM(nn.Module):
         self.config = cfg
         self.model = _Body(cfg)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        if cfg.tie_word_embeddings:
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """Share the embedding with the LM head when the config says so (again after ``to_empty``,
+        which gives every module its own new parameter)."""
+        if self.config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
     def forward(self, ids: torch.Tensor, step, pool, kv, *, last_only: bool = False) -> torch.Tensor:

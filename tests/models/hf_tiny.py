@@ -42,7 +42,8 @@ def build(kind: str, path, seed: int = 0):
         cfg = Qwen3_5TextConfig(**COMMON, intermediate_size=96, rope_parameters=dict(ROPE, mrope_section=[2, 1, 1]))
         model = Qwen3_5ForCausalLM(cfg)
     else:
-        cfg = Qwen3_5MoeTextConfig(**COMMON, **MOE, rope_parameters=dict(ROPE, mrope_section=[2, 1, 1]))
+        kw = dict(COMMON, tie_word_embeddings=True)  # one of the three ties its LM head to the embedding
+        cfg = Qwen3_5MoeTextConfig(**kw, **MOE, rope_parameters=dict(ROPE, mrope_section=[2, 1, 1]))
         model = Qwen3_5MoeForCausalLM(cfg)
     del Qwen3_5Config
     with torch.no_grad():  # HF initialises norms trivially: randomise them so norm-variant bugs show
