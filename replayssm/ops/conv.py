@@ -80,7 +80,7 @@ def causal_conv1d_window(x, conv_state, weight, bias, slots, cu_seqlens, window)
     from_x = (pos[None, :] >= W - 1) & (pos[None, :] - (W - 1) < lens[:, None])
     from_state = (pos < W - 1)[None, :] & live[:, None]
     st = conv_state[safe_slots][:, pos.clamp(max=W - 2)]  # [B, span, C]
-    xx = torch.where(from_state[..., None], st, torch.where(from_x[..., None], x[tok], torch.zeros((), dtype=x.dtype)))
+    xx = torch.where(from_state[..., None], st, torch.where(from_x[..., None], x[tok], x.new_zeros(())))
     window[:B] = xx
     taps = xx.float().unfold(1, W, 1)  # [B, T_max, C, W]
     rows_y = (taps * weight.float()[None, None]).sum(-1)

@@ -14,11 +14,12 @@ def scatter_slots_(dst: torch.Tensor, slots: torch.Tensor, values: torch.Tensor)
     dst: [R, ...]; slots: [B] integer; values: [B, ...] with ``dst``'s trailing shape.
     """
     live = slots >= 0
-    first = torch.argmax(live.to(torch.int32))  # 0 when no row is live
-    any_live = live[first]
-    fallback_slot = torch.where(any_live, slots[first], 0).long()
+    first = torch.argmax(live.to(torch.int32)).view(1)  # 0 when no row is live; stays on the device
+    any_live = live.index_select(0, first)  # [1]; tensor indexing would read the index back to the host
+    fallback_slot = torch.where(any_live, slots.index_select(0, first), 0).long()
     target = torch.where(live, slots.long(), fallback_slot)
-    ref = torch.where(any_live, values[first], dst[0])  # what the padding rows write
+    shape1 = (1,) + (1,) * (values.dim() - 1)
+    ref = torch.where(any_live.view(shape1), values.index_select(0, first), dst[:1])[0]  # what padding rows write
     shape = (-1,) + (1,) * (values.dim() - 1)
     vals = torch.where(live.view(shape), values, ref.unsqueeze(0))
     dst.index_copy_(0, target, vals)
