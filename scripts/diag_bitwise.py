@@ -43,9 +43,7 @@ for n in range(1, T + 1):
     snaps = torch.empty(1, T, HV, V, K, device=DEV)
     gdn_recurrent(q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, state=st, slots=slots, cu_seqlens=cu, snapshots=snaps,
                   update_state=False)  # fmt: skip
-    rg = Ring(*(t.clone() for t in (ring.k, ring.v, ring.g, ring.beta, ring.u)), type(ring.cursors)(
-        *(t.clone() for t in (ring.cursors.write_pos, ring.cursors.base, ring.cursors.flush, ring.cursors.window)),
-        ring.L, ring.max_window))  # fmt: skip
+    rg = ring.clone()
     ring_commit(rg, slots, torch.tensor([n], dtype=torch.int32, device=DEV))
     out = torch.empty(1, HV, V, K, device=DEV)
     gdn_exact_fold(state.clone(), rg, slots, out=out)

@@ -72,7 +72,7 @@ def check_single_calls(gen):
     sl[5] = -1
     out = {}
     for name, fn in (("triton", gdn_replay_verify), ("reference", gdn_replay_verify_reference)):
-        c, rg = ckpt.clone(), Ring(*(t.clone() for t in (ring.k, ring.v, ring.g, ring.beta, ring.u)), ring.cursors)
+        c, rg = ckpt.clone(), ring.clone(cursors=ring.cursors)
         kw = {"impl": "triton"} if name == "triton" else {}
         out[name] = (call(fn, x, params, checkpoint=c, ring=rg, slots=sl, **kw), c, rg)
     (o, c, rg), (o_r, c_r, rg_r) = out["triton"], out["reference"]

@@ -43,6 +43,11 @@ class RingCursors:
     def num_slots(self) -> int:
         return self.write_pos.shape[0]
 
+    def clone(self) -> RingCursors:
+        """An independent copy (the cursors of a snapshot or a what-if run)."""
+        return RingCursors(self.write_pos.clone(), self.base.clone(), self.flush.clone(), self.window.clone(),
+                           self.L, self.max_window)  # fmt: skip
+
     @classmethod
     def allocate(cls, num_slots: int, *, L: int, max_window: int, device=None) -> RingCursors:
         check_ring_geometry(L, max_window)
@@ -86,6 +91,11 @@ class Ring:
     @property
     def num_slots(self) -> int:
         return self.k.shape[0]
+
+    def clone(self, cursors: RingCursors | None = None) -> Ring:
+        """An independent copy of the records, with ``cursors`` (default: a copy of this ring's cursors)."""
+        return Ring(self.k.clone(), self.v.clone(), self.g.clone(), self.beta.clone(), self.u.clone(),
+                    cursors if cursors is not None else self.cursors.clone())  # fmt: skip
 
     @property
     def nbytes(self) -> int:

@@ -41,7 +41,5 @@ def test_kernel_matches_reference_real_shapes(prec):
     for fn in (gdn_replay_verify, gdn_replay_verify_reference):
         kw = {"dot_precision": prec}
         ck = c.checkpoint.clone()
-        from .test_verify import clone_ring
-
-        outs.append(call(fn, x, checkpoint=ck, ring=clone_ring(c.ring), slots=c.slots, **kw))
+        outs.append(call(fn, x, checkpoint=ck, ring=c.ring.clone(), slots=c.slots, **kw))
     assert rel_err(outs[0], outs[1]) < (1e-2 if prec == "tf32" else 5e-3)
