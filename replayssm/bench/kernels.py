@@ -207,7 +207,7 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, sweep=None, tag: str = 
     print(f"device copy bandwidth (read + write): {bw / 1e12:.2f} TB/s", flush=True)
     peer = None
     if cfg.peer_wheel:
-        from .sglang_peer import load_sglang_kernels
+        from .sglang_wheel import load_sglang_kernels
 
         peer = load_sglang_kernels(cfg.peer_wheel)
     payload = {"env": env, "bandwidth": bw, "config": repr(cfg), "verify": [], "decode": [], "sweep": []}

@@ -21,12 +21,10 @@ import zipfile  # noqa: E402
 
 import pytest  # noqa: E402
 
-from replayssm.bench.sglang_peer import (  # noqa: E402
+from replayssm.bench.sglang_peer import SGLangRecurrentPeer, SGLangReplayPeer, SGLangRingDecodePeer  # noqa: E402
+from replayssm.bench.sglang_wheel import (  # noqa: E402
     SGLANG_VERSION,
     WHEEL_ENV,
-    SGLangRecurrentPeer,
-    SGLangReplayPeer,
-    SGLangRingDecodePeer,
     SGLangWheelError,
     default_wheel_path,
     load_sglang_kernels,
