@@ -21,7 +21,8 @@ import zipfile  # noqa: E402
 
 import pytest  # noqa: E402
 
-from replayssm.bench.sglang_peer import SGLangRecurrentPeer, SGLangReplayPeer, SGLangRingDecodePeer  # noqa: E402
+from replayssm.bench.sglang_decode_peer import SGLangRingDecodePeer  # noqa: E402
+from replayssm.bench.sglang_peer import SGLangRecurrentPeer, SGLangReplayPeer  # noqa: E402
 from replayssm.bench.sglang_wheel import (  # noqa: E402
     SGLANG_VERSION,
     WHEEL_ENV,
