@@ -24,17 +24,17 @@ from pathlib import Path
 
 import torch
 
+from ..ops import GDNShape
 from .backends import OURS, backends_for, peer_impl
 from .kernel_report import derive, plot_panels, point_line, table_columns
 from .point import bench_point
 from .report import environment, format_table, header, plot_lines, write_json
-from .steps import Geometry
 from .timing import EagerTimer, GraphTimer, copy_bandwidth
 
 
 @dataclass(frozen=True)
 class KernelBenchConfig:
-    geo: Geometry = field(default_factory=Geometry)
+    geo: GDNShape = field(default_factory=lambda: GDNShape(16, 64, 128, 128))
     windows: tuple[int, ...] = (1, 2, 4, 8)
     rings: tuple[int, ...] = (16, 32)
     batches: tuple[int, ...] = (1, 8, 32, 64, 128, 256)

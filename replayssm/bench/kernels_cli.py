@@ -76,13 +76,13 @@ def cmd_peers(args) -> int:
 def _config(args):
     import torch
 
+    from ..ops import GDNShape
     from .kernels import KernelBenchConfig
-    from .steps import Geometry
 
     dtype = getattr(torch, DTYPES[args.dtype or ("fp32" if args.device == "cpu" else "bf16")])
     peers = () if args.peers == ["none"] else tuple(args.peers)
     return KernelBenchConfig(
-        geo=Geometry(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), rings=tuple(args.rings),
+        geo=GDNShape(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), rings=tuple(args.rings),
         batches=tuple(args.batches), dtype=dtype, dot_precision=args.dot_precision, peers=peers,
         peers_root=args.peers_dir, device=args.device, target_ms=args.target_ms, max_seconds=args.max_seconds,
         min_working_set=(256 << 20) if args.device == "cuda" else 0,

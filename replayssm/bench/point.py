@@ -16,15 +16,16 @@ import time
 
 import torch
 
+from ..ops import GDNShape
 from .backends import Backend
 from .check import lockstep, verdict
 from .floor import floor_bytes, fold_rate
-from .steps import Geometry, StepCase, acceptance, make_case
+from .steps import StepCase, acceptance, make_case
 
 GATE_LAYERS = 2  # enough to check per-layer addressing (0.5.23 folds all layers in one launch)
 
 
-def layers_for(B: int, geo: Geometry, min_bytes: int) -> int:
+def layers_for(B: int, geo: GDNShape, min_bytes: int) -> int:
     """Layers per step so that the checkpoints alone exceed ``min_bytes`` (far above L2), 2..32."""
     return max(2, min(32, math.ceil(min_bytes / (B * geo.state_bytes))))
 

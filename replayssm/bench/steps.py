@@ -20,20 +20,8 @@ from typing import Protocol
 
 import torch
 
-from ..ops import Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
+from ..ops import GDNShape, Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
 from ..ops.snapshots import commit_snapshots
-
-
-@dataclass(frozen=True)
-class Geometry:
-    H: int = 16
-    HV: int = 64
-    K: int = 128
-    V: int = 128
-
-    @property
-    def state_bytes(self) -> int:
-        return self.HV * self.V * self.K * 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,7 +35,7 @@ class StepCase:
     num_accepted [B] int32 in 1..T inside a CUDA graph.
     """
 
-    geo: Geometry
+    geo: GDNShape
     T: int
     L: int
     dtype: torch.dtype
@@ -108,7 +96,7 @@ def refresh_inputs(x: dict, generator: torch.Generator) -> None:
     x["mixed_qkv"].copy_(torch.cat([x["q"].reshape(N, H * K), x["k"].reshape(N, H * K), x["v"].reshape(N, HV * V)], 1))
 
 
-def make_case(geo: Geometry, B: int, T: int, L: int, layers: int, dtype, *, accept="random", seed=0, device="cuda"):
+def make_case(geo: GDNShape, B: int, T: int, L: int, layers: int, dtype, *, accept="random", seed=0, device="cuda"):
     """Random inputs of ``B`` rows of ``T`` tokens, slots a permutation of ``range(B)``, small random states."""
     g = torch.Generator(device=device).manual_seed(seed)
     N = B * T
@@ -192,8 +180,8 @@ class ReplayStep:
         self.commit, self.dot_precision = True, dot_precision
         geo, dev = case.geo, case.device
         self.checkpoint = case.state0.clone()
-        self.cursors = RingCursors.allocate(case.num_slots, L=case.L, max_window=case.T, device=dev)
-        self.rings = [Ring.allocate(case.num_slots, geo.H, geo.HV, geo.K, geo.V, L=case.L, max_window=case.T,
+        self.cursors = RingCursors.allocate(case.num_slots, L=case.L, window=case.T, device=dev)
+        self.rings = [Ring.allocate(case.num_slots, geo.H, geo.HV, geo.K, geo.V, L=case.L, window=case.T,
                                     dtype=case.dtype, device=dev, cursors=self.cursors)
                       for _ in range(case.layers)]  # fmt: skip
         self.outputs = _outputs(case)

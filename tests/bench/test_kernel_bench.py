@@ -13,10 +13,11 @@ from replayssm.bench.backends import OURS, Backend
 from replayssm.bench.check import count_folds, gate_steps, lockstep, verdict
 from replayssm.bench.kernels import KernelBenchConfig, run_kernel_bench
 from replayssm.bench.point import bench_point, fold_cost
-from replayssm.bench.steps import Geometry, RecurrentStep, gather_rows
+from replayssm.bench.steps import RecurrentStep, gather_rows
 from replayssm.cli import main
+from replayssm.ops import GDNShape
 
-GEO = Geometry(H=1, HV=2, K=16, V=16)
+GEO = GDNShape(H=1, HV=2, K=16, V=16)
 PER_LAYER_US = {"recurrent": 50.0, "replay": 20.0}
 FOLD_US = 3.0
 

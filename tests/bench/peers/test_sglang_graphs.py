@@ -6,10 +6,11 @@ import torch
 
 from replayssm.bench.kernels import KernelBenchConfig, run_kernel_bench
 from replayssm.bench.peers.sglang import ROLES, load_release
-from replayssm.bench.steps import Geometry, make_case
+from replayssm.bench.steps import make_case
 from replayssm.bench.timing import capture
+from replayssm.ops import GDNShape
 
-GEO = Geometry(H=2, HV=4, K=64, V=64)
+GEO = GDNShape(H=2, HV=4, K=64, V=64)
 
 
 @pytest.fixture(scope="module", params=["0.5.16", "0.5.23"])

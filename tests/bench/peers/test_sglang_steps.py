@@ -21,9 +21,10 @@ import torch
 
 from replayssm.bench.check import lockstep, verdict
 from replayssm.bench.peers.sglang import ROLES, load_release
-from replayssm.bench.steps import Geometry, RecurrentDecode, RecurrentStep, ReplayStep, make_case
+from replayssm.bench.steps import RecurrentDecode, RecurrentStep, ReplayStep, make_case
+from replayssm.ops import GDNShape
 
-GEO = Geometry(H=1, HV=2, K=32, V=16)
+GEO = GDNShape(H=1, HV=2, K=32, V=16)
 S, B = 4, 3  # slots, rows: one slot is idle every step
 DTYPE = torch.float16
 

@@ -30,8 +30,6 @@ class SGLangPeer:
         if kernels.version not in self.releases:
             raise ValueError(f"{type(self).__name__} reproduces SGLang {self.releases}, not {kernels.version}")
         geo = case.geo
-        if geo.HV % geo.H:
-            raise ValueError(f"HV={geo.HV} must be a multiple of H={geo.H}")
         self.case, self.kernels, self.x = case, kernels, case.inputs
         self.geo, self.T, self.L, self.dtype, self.device = geo, case.T, case.L, case.dtype, case.device
         self.layers, self.num_slots, self.B = case.layers, case.num_slots, case.B
