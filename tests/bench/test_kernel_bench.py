@@ -211,3 +211,23 @@ def test_cli_without_gpu_points_to_the_cpu_smoke(tmp_path, capsys):
 def test_cli_peers_refuses_unknown_release(capsys):
     assert main(["bench", "peers", "--releases", "0.4.0"]) == 2
     assert "--releases" in capsys.readouterr().err
+
+
+def test_best_tile_takes_fold_and_verify_tiles_from_tiles_that_passed():
+    from replayssm.bench.sweep import best_tile, parse_tile
+
+    def row(tile, B, flush, nonflush, passed=True):
+        return {
+            "tile": tile,
+            "B": B,
+            "gate": {"passed": passed},
+            "replay_flush_us": flush,
+            "replay_nonflush_us": nonflush,
+        }
+
+    rows = [row("32x1:64x32x2x1", 256, 900, 500), row("16x1:128x32x2x2", 256, 800, 520),
+            row("8x1:128x64x2x2", 256, 100, 100), row("8x1:128x64x2x2", 8, 1, 1, passed=False)]  # fmt: skip
+    assert best_tile(rows) == "16x1:64x32x2x1"
+    assert parse_tile("16x1:64x32x2x1") == ((16, 1), (64, 32, 2, 1))
+    with pytest.raises(ValueError, match="is not"):
+        parse_tile("16")
