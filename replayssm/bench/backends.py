@@ -1,7 +1,7 @@
 """The backends a kernel bench point times: replayssm's two and each loaded SGLang release's two.
 
 Each backend is ``impl/kind``: ``impl`` "replayssm" or "sglang-<version>", ``kind`` "recurrent"
-(snapshot per window token, or plain decode at T=1) or "replay" (a ring protocol: ReplaySSM verify,
+(snapshot per window token, or plain recurrent decode at T=1) or "replay" (a ring protocol: ReplaySSM verify,
 or SGLang's ring decode at T=1). Replay backends are ring steps (``set_cursors``). ``gate`` says how
 the backend is checked before it is timed (``check.verdict``): replayssm's recurrent baseline is the
 reference every other backend is compared with.
@@ -36,7 +36,7 @@ def peer_impl(version: str) -> str:
 
 def backends_for(T: int, peers: dict, *, dot_precision: str = "tf32") -> list[Backend]:
     """Ours first (the reference, then ReplaySSM), then per release in ``peers`` {version: kernels}:
-    its recurrent verify and ReplaySSM verify (T >= 2) or its ring decode (T = 1)."""
+    its recurrent verify and ReplaySSM verify (T >= 2), or its recurrent decode and ring decode (T = 1)."""
     from .peers.sglang import ROLES
 
     ours_recurrent = RecurrentDecode.build if T == 1 else RecurrentStep.build
@@ -48,8 +48,8 @@ def backends_for(T: int, peers: dict, *, dot_precision: str = "tf32") -> list[Ba
         roles = ROLES[version]
         impl = peer_impl(version)
         if T == 1:
-            ring = functools.partial(roles["ring_decode"].build, kernels=kernels)
-            out.append(Backend(impl, "replay", ring, "tolerance"))
+            for kind, role in (("recurrent", "recurrent_decode"), ("replay", "ring_decode")):
+                out.append(Backend(impl, kind, functools.partial(roles[role].build, kernels=kernels), "tolerance"))
             continue
         for kind in ("recurrent", "replay"):
             out.append(Backend(impl, kind, functools.partial(roles[kind].build, kernels=kernels), "tolerance"))

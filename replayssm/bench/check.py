@@ -63,16 +63,23 @@ def lockstep(case: StepCase, reference: Callable[[StepCase], Step], candidates: 
     """Run ``reference`` and every candidate builder on ``case`` (its acceptance replaced by a shared
     random one) for ``steps`` steps (default ``gate_steps``); per candidate: ``max_out_err``,
     ``max_state_err``, ``bitwise`` (committed state equal after every step), ``nan``, ``steps``,
-    ``folds`` (slot-folds of the ring protocol over the run). ``on_step(i)``, if
-    given, runs before step ``i`` (tests use it to move rows to other slots or to padding)."""
+    ``folds`` (slot-folds of the ring protocol over the run), and ``error`` if building or running the
+    candidate raised (it is dropped from the run then; an error of the reference propagates).
+    ``on_step(i)``, if given, runs before step ``i`` (tests use it to move rows to other slots or to
+    padding)."""
     steps = steps or gate_steps(case.T, case.L)
     accepted = torch.ones(case.B, dtype=torch.int32, device=case.device)
     case = case.with_accept(lambda: accepted)
     rng = random.Random(seed)
     gen = torch.Generator(device=case.device).manual_seed(seed)
     ref = reference(case)
-    cands = {label: build(case) for label, build in candidates.items()}
-    stats = {label: {"max_out_err": 0.0, "max_state_err": 0.0, "bitwise": True, "nan": False} for label in cands}
+    stats = {label: {"max_out_err": 0.0, "max_state_err": 0.0, "bitwise": True, "nan": False} for label in candidates}
+    cands = {}
+    for label, build in candidates.items():
+        try:
+            cands[label] = build(case)
+        except Exception as e:  # a peer that cannot run here is a failed gate, not a failed bench
+            stats[label]["error"] = f"{type(e).__name__}: {e}"
     history = []
     for i in range(steps):
         if on_step is not None:
@@ -83,26 +90,34 @@ def lockstep(case: StepCase, reference: Callable[[StepCase], Step], candidates: 
         accepted.copy_(torch.tensor(row, dtype=torch.int32))
         refresh_inputs(case.inputs, gen)
         ref()
-        for label, step in cands.items():
-            step()
-            s = stats[label]
-            for layer in range(case.layers):
-                out, want = step.outputs[layer][live_tokens], ref.outputs[layer][live_tokens]
-                s["nan"] |= bool(torch.isnan(out).any())
-                s["max_out_err"] = max(s["max_out_err"], rel_err(out, want))
-                got, want = step.committed(layer), ref.committed(layer)
-                s["bitwise"] &= torch.equal(got, want)
-                s["max_state_err"] = max(s["max_state_err"], rel_err(got, want))
+        for label, step in list(cands.items()):
+            try:
+                _compare(step, ref, case.layers, live_tokens, stats[label])
+            except Exception as e:
+                stats[label]["error"] = f"{type(e).__name__}: {e}"
+                del cands[label]
     folds = count_folds(history, case.T, case.L)
     for s in stats.values():
         s.update(steps=steps, folds=folds)
     return stats
 
 
+def _compare(step: Step, ref: Step, layers: int, live_tokens: torch.Tensor, s: dict) -> None:
+    """One step of ``step``, then its outputs and committed states against the reference's, into ``s``."""
+    step()
+    for layer in range(layers):
+        out, want = step.outputs[layer][live_tokens], ref.outputs[layer][live_tokens]
+        s["nan"] |= bool(torch.isnan(out).any())
+        s["max_out_err"] = max(s["max_out_err"], rel_err(out, want))
+        got, want = step.committed(layer), ref.committed(layer)
+        s["bitwise"] &= torch.equal(got, want)
+        s["max_state_err"] = max(s["max_state_err"], rel_err(got, want))
+
+
 def verdict(stats: dict, kind: str) -> dict:
     """``stats`` of one candidate plus ``kind``, ``passed`` and, when it failed, ``reason``."""
     out = dict(stats, kind=kind)
-    reasons = []
+    reasons = [f"raised {stats['error']}"] if "error" in stats else []
     if stats["nan"]:
         reasons.append("NaN in the outputs")
     if not stats["max_out_err"] <= OUT_BOUND:

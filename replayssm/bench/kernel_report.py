@@ -61,4 +61,6 @@ def point_line(row: dict, impls: list[str]) -> str:
     parts.append(f"floor {row['floor_us']:.1f} us")
     if row["refused"]:
         parts.append("REFUSED (gate failed): " + ", ".join(row["refused"]))
+    if row.get("errors"):
+        parts.append("ERROR while timing: " + ", ".join(row["errors"]))
     return f"T={row['T']} L={row['L']} B={row['B']}: " + " | ".join(parts)

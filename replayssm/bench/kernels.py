@@ -2,17 +2,19 @@
 
 For every window T (1 = plain decode), ring length L and batch B: gate every backend (``check``),
 refuse to time the ones that fail, time the others (``point``): replayssm's recurrent baseline and
-ReplaySSM, each selected SGLang release's recurrent verify and ReplaySSM verify (its ring decode at
-T=1), loaded from the extracted kernel files (``bench/peers``). Steps are captured in CUDA graphs
-over ``layers`` layers with their own states (working set >= 256 MiB) and reported per layer, beside
-the floor (checkpoint read + write at the protocol's fold rate, over the measured copy bandwidth).
-JSON and PNG are rewritten after every point, so a run cut short keeps what it measured.
+ReplaySSM, and per selected SGLang release its recurrent verify and ReplaySSM verify (at T=1 its
+packed recurrent decode and its ring decode), loaded from the extracted kernel files
+(``bench/peers``). Steps are captured in CUDA graphs over ``layers`` layers with their own states
+(working set >= 256 MiB) and reported per layer, beside the floor (checkpoint read + write at the
+protocol's fold rate, over the measured copy bandwidth). JSON and PNG are rewritten as points
+complete, so a run cut short keeps what it measured.
 
-Run time (H200, default grid: 4 windows x 2 rings x 6 batches = 48 points, two releases): about
-12 timed graphs per point (~0.1-0.3 s each with the adaptive replay count), one lockstep gate (~0.5 s),
-plus Triton compiles (~1 s per kernel variant, roughly a hundred variants in all, cached in
-``TRITON_CACHE_DIR``): about 4-6 minutes. ``--windows``, ``--rings``, ``--batches``, ``--peers`` run
-subsets; ``--max-seconds`` stops starting new points after that long.
+Run time (H200, default grid: 4 windows x 2 rings x 6 batches = 48 points, two releases): 12 timed
+graphs per point (~0.1-0.3 s each with the adaptive replay count; ring steps add L eager fill steps),
+one lockstep gate per point (~0.1-1 s), plus Triton compiles (0.3-3 s per kernel variant, some 150
+variants: SGLang specialises its commit kernels on the batch and window): about 4-6 minutes cold,
+2-3 minutes with a warm ``TRITON_CACHE_DIR``. ``--windows``, ``--rings``, ``--batches``, ``--peers``
+run subsets; ``--max-seconds`` stops starting new points after that long.
 """
 
 from __future__ import annotations

@@ -113,8 +113,8 @@ def cmd_kernels(args) -> int:
         payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
     else:
         payload = _with_tiles(cfg, args, peers)
-    refused = [label for row in payload["points"] for label in row["refused"]]
-    return 1 if refused else 0
+    failed = [label for row in payload["points"] for label in [*row["refused"], *row.get("errors", {})]]
+    return 1 if failed else 0
 
 
 def _with_tiles(cfg, args, peers) -> dict:

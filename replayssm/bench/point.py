@@ -5,7 +5,8 @@ Keys of the returned row (times in us per layer-step; ``impl`` is "replayssm" or
 T=1 every step accepts its token), ``{impl}/replay_nonflush_us`` and ``{impl}/replay_flush_us``
 (steps frozen at the protocol's worst case, ``steps.RingStep.set_cursors``),
 ``{impl}/fold_us_per_record`` = (flush - non-flush) / records folded per row; ``floor_us`` and
-``fold_rate``; ``gates`` {label: verdict}; ``refused`` [labels whose gate failed, not timed].
+``fold_rate``; ``gates`` {label: verdict}; ``refused`` [labels whose gate failed, not timed];
+``errors`` {label: what a backend raised while it was timed}.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def bench_point(cfg, T: int, B: int, L: int, bw: float, backends: list[Backend],
     geo, dev = cfg.geo, cfg.device
     t0 = time.perf_counter()
     layers = layers_for(B, geo, cfg.min_working_set)
-    row = {"T": T, "B": B, "L": L, "layers": layers, "refused": []}
+    row = {"T": T, "B": B, "L": L, "layers": layers, "refused": [], "errors": {}}
     gate_case = make_case(geo, B, T, L, min(layers, GATE_LAYERS), cfg.dtype, seed=1, device=dev)
     row["gates"] = gate_all(gate_case, backends)
     del gate_case
@@ -87,10 +88,13 @@ def bench_point(cfg, T: int, B: int, L: int, bw: float, backends: list[Backend],
         if not row["gates"][b.label]["passed"]:
             row["refused"].append(b.label)
             continue
-        if b.kind == "recurrent":
-            row[f"{b.impl}/recurrent_us"] = timer(b.build(case)) / layers * 1e6
-        else:
-            row.update({f"{b.impl}/{k}": v for k, v in time_ring(b, case, timer, layers).items()})
+        try:
+            if b.kind == "recurrent":
+                row[f"{b.impl}/recurrent_us"] = timer(b.build(case)) / layers * 1e6
+            else:
+                row.update({f"{b.impl}/{k}": v for k, v in time_ring(b, case, timer, layers).items()})
+        except Exception as e:  # keep the run going: the other backends' times still count
+            row["errors"][b.label] = f"{type(e).__name__}: {e}"
         free_memory()
     del case
     free_memory(collect=True)

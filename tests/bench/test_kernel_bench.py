@@ -211,3 +211,44 @@ def test_cli_without_gpu_points_to_the_cpu_smoke(tmp_path, capsys):
 def test_cli_peers_refuses_unknown_release(capsys):
     assert main(["bench", "peers", "--releases", "0.4.0"]) == 2
     assert "--releases" in capsys.readouterr().err
+
+
+def test_best_tile_takes_fold_and_verify_tiles_from_tiles_that_passed():
+    from replayssm.bench.sweep import best_tile, parse_tile
+
+    def row(tile, B, flush, nonflush, passed=True):
+        return {
+            "tile": tile,
+            "B": B,
+            "gate": {"passed": passed},
+            "replay_flush_us": flush,
+            "replay_nonflush_us": nonflush,
+        }
+
+    rows = [row("32x1:64x32x2x1", 256, 900, 500), row("16x1:128x32x2x2", 256, 800, 520),
+            row("8x1:128x64x2x2", 256, 100, 100), row("8x1:128x64x2x2", 8, 1, 1, passed=False)]  # fmt: skip
+    assert best_tile(rows) == "16x1:64x32x2x1"
+    assert parse_tile("16x1:64x32x2x1") == ((16, 1), (64, 32, 2, 1))
+    with pytest.raises(ValueError, match="is not"):
+        parse_tile("16")
+
+
+def test_point_survives_backends_that_raise():
+    """A backend that raises while gated is refused with the reason; one that raises while timed is
+    recorded under errors; the others are still timed."""
+
+    class Exploding(FakeStep):
+        def set_cursors(self, flush):
+            raise RuntimeError("boom")
+
+    def unbuildable(case):
+        raise RuntimeError("no kernel for this GPU")
+
+    backends = fake_backends()(2)
+    backends[1] = Backend(OURS, "replay", lambda case: Exploding(case, "replay"), "bitwise")
+    backends[3] = Backend("sglang-9.9", "replay", unbuildable, "tolerance")
+    row = bench_point(config(), 2, 2, 8, 1e12, backends, FakeTimer())
+    assert row["refused"] == ["sglang-9.9/replay"]
+    assert row["gates"]["sglang-9.9/replay"]["reason"] == "raised RuntimeError: no kernel for this GPU"
+    assert row["errors"] == {f"{OURS}/replay": "RuntimeError: boom"}
+    assert f"{OURS}/replay_random_us" not in row and "sglang-9.9/recurrent_us" in row

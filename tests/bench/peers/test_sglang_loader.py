@@ -10,7 +10,7 @@ import torch
 from replayssm.bench.peers.sglang import host
 from replayssm.bench.peers.sglang.extract import MANIFEST, PeerKernelsError, extract_all, extract_release, sha256
 from replayssm.bench.peers.sglang.loader import PeerKernelsMissingError, load_release
-from replayssm.bench.peers.sglang.releases import FILE, HOST, Release
+from replayssm.bench.peers.sglang.releases import ABSENT, FILE, HOST, Release
 from replayssm.bench.peers.sglang.source import PeerSourceError, check_source, restricted_import, sglang_imports
 
 KERNEL = "sglang/kernels/fake/kernel.py"
@@ -27,7 +27,18 @@ CUDA = is_cuda()
 def double_plus_one(x: torch.Tensor) -> torch.Tensor:
     return twice(x) + 1
 """
-HELPER_SRC = "import torch\n\n\ndef twice(x):\n    return x * 2\n"
+HELPER_SRC = """import torch
+
+
+def twice(x):
+    return x * 2
+
+
+def kda_only():
+    from sglang.kernels.cuda import kda
+
+    return kda
+"""
 
 
 def fake_release(version="9.9.9", *, pins=False):
@@ -36,7 +47,11 @@ def fake_release(version="9.9.9", *, pins=False):
         version=version,
         files={m: sha256(s.encode()) if pins else None for m, s in files.items()},
         exports={"double_plus_one": (KERNEL, "double_plus_one"), "twice": (HELPER, "twice")},
-        bound={("sglang.kernels.fake.helper", "twice"): FILE, ("sglang.srt.utils", "is_cuda"): HOST},
+        bound={
+            ("sglang.kernels.fake.helper", "twice"): FILE,
+            ("sglang.srt.utils", "is_cuda"): HOST,
+            ("sglang.kernels.cuda", "kda"): ABSENT,
+        },  # fmt: skip
     )
 
 
@@ -61,6 +76,8 @@ def test_extract_then_load(tmp_path):
     assert torch.equal(ns.double_plus_one(torch.tensor([1.0, 2.0])), torch.tensor([3.0, 5.0]))  # helper bound as FILE
     assert ns.modules[KERNEL].CUDA is host.is_cuda()  # bound to replayssm's host query
     assert load_release("9.9.9", tmp_path / "peers", release=release) is ns  # cached
+    with pytest.raises(ImportError, match="sglang.kernels.cuda"):  # declared absent: loads, fails only if run
+        ns.modules[HELPER].kda_only()
 
 
 def test_extract_all_picks_wheels_by_version(tmp_path):
@@ -147,3 +164,12 @@ def test_host_queries_without_gpu():
         assert host.binding(name)() is False, name
     assert host.get_device_sm() == 0 and host.get_device_core_count() == 0
     assert host.binding("is_tf32_supported") is False
+
+
+def test_cli_peers_without_wheels_is_one_line(tmp_path, capsys):
+    from replayssm.cli import main
+
+    assert main(["bench", "peers", "--wheels", str(tmp_path), "--dest", str(tmp_path / "peers")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no sglang-0.5.16-*.whl" in err and "--download" in err
+    assert not (tmp_path / "peers").exists()

@@ -8,9 +8,10 @@ must be >= 16 wide for ``tl.dot``); any V, T and L (the verify pads the window t
 
 Bounds (norm-relative, fp16 activations, fp32 states; tighter than the benchmark's gate because the
 interpreter has no tf32): outputs 2e-3 (every side rounds them to fp16, 2^-11); committed states of
-the recurrent kernels and 0.5.16's exact fold 1e-6 (the same fp32 recurrence, other reduction
+the recurrent verify kernels and 0.5.16's exact fold 1e-6 (the same fp32 recurrence, other reduction
 order); 0.5.23's compact fold 2e-4 (products of hi/lo fp16 parts, ~fp32, in closed form rather than
-record by record); the ring decode 2e-3 (it rounds beta to fp16 and folds open-loop).
+record by record); the ring decode and the packed decode 2e-3 (both round beta to fp16; the ring folds
+open-loop).
 """
 
 import dataclasses
@@ -91,17 +92,24 @@ def test_verify_chain(kernels, device):
         assert 0 < stats["replay"]["max_state_err"] <= 2e-4  # the compact fold: close, not exact
 
 
-def test_ring_decode_chain(kernels, device):
+def test_decode_chain(kernels, device):
+    """The ring decode and the plain (packed) recurrent decode of the release, in lockstep with ours."""
     L = 8
     case = tiny_case(1, L, layers=1, device=device, seed=1)
-    ring = functools.partial(ROLES[kernels.version]["ring_decode"].build, kernels=kernels)
-    stats = lockstep(case, RecurrentDecode.build, {"ours": ReplayStep.build, "ring": ring}, steps=16,
-                     on_step=mover(case, seed=1, pad_every=4))  # fmt: skip
-    print(f"\nsglang {kernels.version} ring decode: {stats}")
+    roles = ROLES[kernels.version]
+    candidates = {
+        "ours": ReplayStep.build,
+        "ring": functools.partial(roles["ring_decode"].build, kernels=kernels),
+        "decode": functools.partial(roles["recurrent_decode"].build, kernels=kernels),
+    }
+    stats = lockstep(case, RecurrentDecode.build, candidates, steps=16, on_step=mover(case, seed=1, pad_every=4))
+    print(f"\nsglang {kernels.version} decode: {stats}")
     assert stats["ours"]["bitwise"]
     assert stats["ring"]["folds"] >= 2  # slots decode ~11 of the 16 steps; the ring flushes at the 8th
     assert verdict(stats["ring"], "tolerance")["passed"], stats["ring"]
     assert stats["ring"]["max_out_err"] <= 2e-3 and stats["ring"]["max_state_err"] <= 2e-3
+    assert verdict(stats["decode"], "tolerance")["passed"], stats["decode"]
+    assert stats["decode"]["max_out_err"] <= 2e-3 and stats["decode"]["max_state_err"] <= 2e-3  # beta in fp16
 
 
 @pytest.mark.parametrize("flush", [False, True])

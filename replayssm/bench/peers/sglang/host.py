@@ -1,4 +1,4 @@
-"""The platform queries SGLang 0.5.23's kernel files import from the rest of SGLang, answered by replayssm.
+"""The platform queries (and two fla helpers) SGLang's kernel files import from the rest of SGLang, answered here.
 
 SGLang's kernel files pick launch parameters from a few questions about the machine (is this CUDA,
 which SM, does it support PDL and TF32). The rest of SGLang cannot be imported here (it pulls in
@@ -6,12 +6,19 @@ the whole server), so the loader binds exactly these names (``releases.Release.b
 functions below, which give SGLang's answers for the same machine: on an H200 ``is_cuda`` True,
 ``get_device_sm`` 90, ``is_sm90_supported`` True (CUDA >= 12.3), ``is_arch_support_pdl`` True,
 ``is_tf32_supported`` True, no ROCm; on a machine without a GPU every query is False / 0, as SGLang's.
-Each docstring names the SGLang function it stands for.
+fla's ``exp`` and ``input_guard`` are given the same way. Each docstring names what it stands for.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+
 import torch
+import triton
+import triton.language as tl
+import triton.language.extra.libdevice as tldevice
 
 
 def is_hip() -> bool:
@@ -66,6 +73,40 @@ def tf32_supported() -> bool:
     return not is_hip() and torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
 
 
+def fla_exp():
+    """The value of ``sglang.kernels.ops.attention.fla.op.exp``: ``tl.exp``, or libdevice's ``fast_expf``
+    when ``FLA_USE_FAST_OPS=1`` (SGLang reads the same variable). The Triton interpreter only patches
+    builtins it finds through ``tl`` itself, so under ``TRITON_INTERPRET=1`` the alias is a jit function
+    calling ``tl.exp`` (the same operation; SGLang's own alias fails in the interpreter)."""
+    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return _interpreted_exp
+    if os.environ.get("FLA_USE_FAST_OPS", "0") == "1":
+        return tldevice.fast_expf
+    return tl.exp
+
+
+@triton.jit
+def _interpreted_exp(x):
+    return tl.exp(x)
+
+
+def input_guard(fn):
+    """``sglang.kernels.ops.attention.fla.utils.input_guard``: call ``fn`` with its tensor arguments made
+    contiguous, under the device of its first tensor argument. (Decorates fla's autograd functions,
+    which no peer calls.)"""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        args = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
+        kwargs = {k: v.contiguous() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        first = next((t for t in [*args, *kwargs.values()] if isinstance(t, torch.Tensor)), None)
+        ctx = torch.cuda.device(first.device.index) if first is not None and first.is_cuda else contextlib.nullcontext()
+        with ctx:
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 _FUNCTIONS = {
     f.__name__: f
     for f in (
@@ -76,9 +117,10 @@ _FUNCTIONS = {
         is_gfx95_supported,
         is_arch_support_pdl,
         get_device_core_count,
+        input_guard,
     )
 }
-_VALUES = {"is_tf32_supported": tf32_supported}
+_VALUES = {"is_tf32_supported": tf32_supported, "exp": fla_exp}
 
 
 def binding(name: str):
