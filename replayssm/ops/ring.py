@@ -60,6 +60,16 @@ class RingCursors:
         return cls(z(), z(), z(), z(), L, window)
 
 
+def ring_length_for(window: int, at_least: int = 16) -> int:
+    """TEMPORARY copy of the lead's function (kernels branch) until it lands."""
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise ValueError(f"window must be an int >= 1, got {window!r}")
+    L = 2
+    while L < max(2 * window, at_least):
+        L *= 2
+    return L
+
+
 def check_ring_geometry(L: int, window: int) -> None:
     if not isinstance(window, int) or window < 1:
         raise ValueError(f"window must be an int >= 1, got {window!r}")
