@@ -8,6 +8,8 @@ resumed later; they continue with identical tokens.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -28,22 +30,47 @@ class Request:
     steps: int = 0
     accepted: list[int] = field(default_factory=list)  # num_accepted of every verify step
     parked: ParkedRequest | None = None  # its state on the CPU while preempted
+    error: str | None = None  # why the request was given up (then ``done`` is set and it holds nothing)
 
     @property
     def context(self) -> list[int]:
         return self.prompt + self.generated
 
 
+def check_positive_int(name: str, val) -> int:
+    if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 1:
+        raise ValueError(f"{name}={val!r}: must be a positive int")
+    return int(val)
+
+
+def check_temperature(val) -> float:
+    if not isinstance(val, numbers.Real) or isinstance(val, bool) or not math.isfinite(val) or val < 0:
+        raise ValueError(f"temperature={val!r}: must be a finite number >= 0 (0 = greedy)")
+    return float(val)
+
+
 class Engine:
     """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none", or
-    any object with ``propose(context: list[int], k: int) -> list[int]``."""
+    any object with ``propose(context: list[int], k: int) -> list[int]``.
+
+    Failures: a request whose prefill fails is given up (``error`` set, its slot freed); a batch step that fails
+    is aborted (no request moves) and the exception propagates; ``release()`` gives back everything the
+    engine's requests hold. The engine stays usable after any of them, and ``step`` raises instead of idling
+    when no request can make progress."""
 
     def __init__(self, runner: ModelRunner, *, drafter: str = "ngram", temperature: float = 0.0, seed: int = 0,
                  eos_token_id: int | None = None, benchmark_acceptance: BenchmarkAcceptance | None = None):  # fmt: skip
         if isinstance(drafter, str) and drafter not in ("ngram", "none"):
             raise ValueError(f"drafter must be 'ngram', 'none' or an object with propose(), got {drafter!r}")
+        if not isinstance(drafter, str) and not callable(getattr(drafter, "propose", None)):
+            raise TypeError(f"drafter must be 'ngram', 'none' or an object with propose(), got {drafter!r:.80}")
         if benchmark_acceptance is not None and not isinstance(benchmark_acceptance, BenchmarkAcceptance):
             raise TypeError("benchmark_acceptance must be a BenchmarkAcceptance")
+        temperature = check_temperature(temperature)
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+            raise ValueError(f"seed={seed!r}: must be an int")
+        if eos_token_id is not None:
+            runner.check_token_ids([eos_token_id], "eos_token_id")
         self.runner = runner
         self.window = runner.cfg.window if drafter != "none" else 1
         self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter == "none" else drafter)
@@ -54,10 +81,14 @@ class Engine:
         self.iteration = 0
 
     def add(self, prompt: list[int], max_new_tokens: int, arrival: int = 0) -> Request:
-        if not prompt:
-            raise ValueError("prompt must hold at least one token")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        """Queue a request: ``prompt`` a non-empty list of token ids in [0, vocab); it joins at engine iteration
+        ``arrival``. Checked here, before anything is queued."""
+        if not isinstance(prompt, (list, tuple)) or not prompt:
+            raise ValueError(f"prompt must be a non-empty list of token ids, got {prompt!r:.80}")
+        self.runner.check_token_ids(prompt, "prompt token ids")
+        max_new_tokens = check_positive_int("max_new_tokens", max_new_tokens)
+        if not isinstance(arrival, numbers.Integral) or isinstance(arrival, bool) or arrival < 0:
+            raise ValueError(f"arrival={arrival!r}: must be an int >= 0")
         need = len(prompt) + max_new_tokens + self.window
         if need > self.runner.cfg.max_len:
             raise ValueError(f"request needs {need} KV positions, the runner's max_len is {self.runner.cfg.max_len}")
@@ -85,28 +116,67 @@ class Engine:
             self.runner.free(r.slot)
             r.slot = None
 
+    def _waiting(self, r: Request) -> bool:
+        return r.slot is None and not r.done and r.parked is None and not r.generated
+
     def _admit(self) -> None:
         for r in self.requests:
-            if r.slot is None and not r.done and r.parked is None and r.arrival <= self.iteration and not r.generated:
+            if self._waiting(r) and r.arrival <= self.iteration:
                 if self.runner.num_free == 0:
                     return
                 r.slot = self.runner.alloc()
-                self._emit(r, [self._pick(self.runner.prefill(r.slot, r.prompt))])
+                try:
+                    first = self._pick(self.runner.prefill(r.slot, r.prompt))
+                except BaseException as e:
+                    self._give_up(r, e)
+                    raise
+                self._emit(r, [first])
+
+    def _give_up(self, r: Request, e: BaseException) -> None:
+        """Release what ``r`` holds and mark it done with the reason."""
+        if r.slot is not None:
+            self.runner.free(r.slot)
+        r.slot, r.parked, r.done = None, None, True
+        r.error = f"{type(e).__name__}: {e}"
+
+    def _stuck(self) -> str | None:
+        """Why no request can make progress, or None when one can (running, or arriving later)."""
+        left = [r for r in self.requests if not r.done]
+        if not left or any(self._waiting(r) and r.arrival >= self.iteration for r in left):
+            return None
+        parked = [r.id for r in left if r.parked is not None]
+        ready = [r.id for r in left if self._waiting(r)]
+        why = []
+        if ready:
+            why.append(f"requests {ready} wait for a slot, but no slot of {self.runner.cfg.max_slots} is free and "
+                       "none is running in this engine (slots held elsewhere)")  # fmt: skip
+        if parked:
+            why.append(f"requests {parked} are preempted: resume() them")
+        return "; ".join(why)
 
     def step(self) -> bool:
-        """One engine iteration. Returns False when nothing is left to do."""
+        """One engine iteration. Returns False when nothing is left to do; raises ``RuntimeError`` when requests
+        are left that cannot make progress. A failed step is aborted before the exception propagates: no request
+        moved, and the engine can step again."""
         self._admit()
         batch = self.running
         self.iteration += 1
         if not batch:
+            why = self._stuck()
+            if why:
+                raise RuntimeError(f"the engine cannot make progress: {why}")
             return any(not r.done for r in self.requests)
         T = self.window
         drafts = [self._drafts(r, T - 1) for r in batch]
         tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
                                zip(batch, drafts)], dtype=torch.long)  # fmt: skip
         logits = self.runner.step([r.slot for r in batch], tokens)
-        results = self._accept(logits, drafts)
-        self.runner.commit([n for n, _ in results])
+        try:
+            results = self._accept(logits, drafts)
+            self.runner.commit([n for n, _ in results])
+        except BaseException:
+            self.runner.abort()
+            raise
         for r, (n, new) in zip(batch, results):
             r.steps += 1
             r.accepted.append(n)
@@ -116,7 +186,11 @@ class Engine:
     def _drafts(self, r: Request, k: int) -> list[int]:
         if self.bench is not None:
             return [r.generated[-1]] * k  # any tokens: the prescribed acceptance ignores them
-        return self.drafter.propose(r.context, k) if self.drafter else []
+        if not self.drafter:
+            return []
+        d = list(self.drafter.propose(r.context, k))[:k]
+        self.runner.check_token_ids(d, "draft token ids")
+        return d
 
     def _accept(self, logits: torch.Tensor, drafts: list[list[int]]) -> list[tuple[int, list[int]]]:
         if self.bench is not None:
@@ -129,15 +203,28 @@ class Engine:
         probs = torch.softmax(logits.cpu() / self.temperature, -1)
         return [accept_sampling(probs[i], d, self.gen) for i, d in enumerate(drafts)]
 
-    def run(self, max_iterations: int = 1_000_000) -> list[Request]:
-        for _ in range(max_iterations):
-            if not self.step():
-                break
+    def run(self, max_iterations: int | None = None) -> list[Request]:
+        """Step until every request is done. Every running request gains a token per step, so this ends; it
+        raises when requests are left that cannot make progress, or after ``max_iterations`` steps."""
+        n = 0
+        while self.step():
+            n += 1
+            if max_iterations is not None and n >= max_iterations:
+                left = [r.id for r in self.requests if not r.done]
+                raise RuntimeError(f"requests {left} are not done after max_iterations={max_iterations} steps")
         return self.requests
+
+    def release(self) -> None:
+        """Give back everything the engine's unfinished requests hold (slots, parked state) and mark them done
+        with an error; the step in flight, if any, is aborted. The runner is left as if they never ran."""
+        self.runner.abort()
+        for r in self.requests:
+            if not r.done:
+                self._give_up(r, RuntimeError("released before it finished"))
 
     def preempt(self, r: Request) -> None:
         """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV) to the CPU; free its slot."""
-        if r.slot is None:
+        if r.slot is None or r.done:
             raise ValueError(f"request {r.id} is not running")
         r.parked = self.runner.offload(r.slot)
         r.slot = None

@@ -9,7 +9,7 @@ import torch
 
 from ..models.loader import load_model, load_tokenizer
 from ..models.model import HybridLM
-from .engine import Engine
+from .engine import Engine, check_positive_int, check_temperature
 from .runner import ModelRunner, RunnerConfig
 
 
@@ -39,6 +39,14 @@ class LLM:
     def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", window: int = 4,
                  drafter: str = "ngram", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
                  ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None):  # fmt: skip
+        if drafter not in ("ngram", "none"):
+            raise ValueError(f"drafter={drafter!r}: must be 'ngram' or 'none'")
+        if drafter == "none":
+            window = 1
+        # checked before the (slow) load: errors name the argument as passed (window=, ring_len=, ...)
+        self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
+                                          ring_len=ring_len, cuda_graphs=cuda_graphs,
+                                          shadow_backend=shadow_backend)  # fmt: skip
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
         self.tokenizer = None
@@ -48,13 +56,6 @@ class LLM:
             self.model = load_model(model, dtype=dtype, device=device)
             if (Path(model) / "tokenizer.json").is_file():
                 self.tokenizer = load_tokenizer(model)
-        if drafter == "none":
-            window = 1
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
-        self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
-                                          ring_len=ring_len, cuda_graphs=cuda_graphs,
-                                          shadow_backend=shadow_backend)  # fmt: skip
         self.drafter = drafter if window > 1 else "none"
         self.runner = ModelRunner(self.model, self.runner_config)
 
@@ -70,9 +71,31 @@ class LLM:
         eos = None if ignore_eos else self.model.config.eos_token_id
         return Engine(self.runner, drafter=self.drafter, temperature=temperature, seed=seed, eos_token_id=eos)
 
+    def _prompt_ids(self, prompts) -> list[list[int]]:
+        """A str (one prompt), a list of str, or a list of token-id lists -> token-id lists, all checked."""
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        if not isinstance(prompts, (list, tuple)):
+            raise TypeError(f"prompts must be a str, a list of str or a list of token-id lists, got "
+                            f"{type(prompts).__name__}")  # fmt: skip
+        out = []
+        for i, p in enumerate(prompts):
+            if isinstance(p, str):
+                ids = self.encode(p)
+            elif isinstance(p, (list, tuple)):
+                ids = list(p)
+                self.runner.check_token_ids(ids, f"prompts[{i}]")
+            else:
+                hint = " (a flat list of ints: wrap it, [[1, 2, 3]] is one prompt)" if isinstance(p, int) else ""
+                raise TypeError(f"prompts[{i}] must be a str or a list of token ids, got {type(p).__name__}{hint}")
+            if not ids:
+                raise ValueError(f"prompts[{i}] is empty")
+            out.append(ids)
+        return out
+
     def generate(
         self,
-        prompts: list[str] | list[list[int]],
+        prompts: str | list[str] | list[list[int]],
         max_new_tokens: int = 64,
         *,
         temperature: float = 0.0,
@@ -81,11 +104,23 @@ class LLM:
         ignore_eos: bool = True,
     ) -> list[Output]:
         """Generate for many prompts at once (continuous batching; ``arrivals[i]`` = engine iteration at
-        which prompt i joins, default 0). Greedy when ``temperature`` is 0."""
+        which prompt i joins, default 0). Greedy when ``temperature`` is 0.
+
+        ``prompts``: a str (one prompt: the result is a list of one), a list of str, or a list of token-id
+        lists (ints in [0, vocab)). Everything is checked before any request starts; if generation fails, every
+        slot and parked state the call held is given back before the exception propagates."""
+        ids = self._prompt_ids(prompts)
+        max_new_tokens = check_positive_int("max_new_tokens", max_new_tokens)
+        check_temperature(temperature)
+        if arrivals is not None and (not isinstance(arrivals, (list, tuple)) or len(arrivals) != len(ids)):
+            raise ValueError(f"arrivals must list one engine iteration per prompt ({len(ids)}), got {arrivals!r:.80}")
         eng = self.engine(temperature=temperature, seed=seed, ignore_eos=ignore_eos)
-        ids = [self.encode(p) if isinstance(p, str) else list(p) for p in prompts]
-        for i, p in enumerate(ids):
-            eng.add(p, max_new_tokens, arrival=arrivals[i] if arrivals else 0)
-        reqs = eng.run()
+        try:
+            for i, p in enumerate(ids):
+                eng.add(p, max_new_tokens, arrival=arrivals[i] if arrivals else 0)
+            reqs = eng.run()
+        except BaseException:
+            eng.release()
+            raise
         return [Output(r.generated, self.decode(r.generated) if self.tokenizer else None, r.steps, r.accepted)
                 for r in reqs]  # fmt: skip

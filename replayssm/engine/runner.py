@@ -8,14 +8,17 @@ rows up to the next size).
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, replace
 
 import torch
 
 from ..models.model import HybridLM
 from ..models.step import Step, StepKind
+from ..ops.ring import ring_length_for
 from ..state import GDNStatePool, PoolConfig
 from ..state.backend import GDNStateBackend, Parked
+from ..state.config import BACKENDS
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
 
@@ -24,14 +27,42 @@ GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 @dataclass(frozen=True)
 class RunnerConfig:
+    """``window`` = T (last accepted token + drafts; 1 = plain decode only). ``ring_len``: the shortest ring the
+    replay backend may use; the pool's ring is ``ring_length_for(window, at_least=ring_len)``, the smallest power
+    of two >= 2 * window and >= ring_len. ``validate``: the pool's host-side protocol checks (turned off
+    automatically with CUDA graphs). ``shadow_backend``: a second pool fed the same inputs (``LockstepPool``),
+    for bitwise checks. Errors name the field as the caller passed it (``window=``, ``ring_len=``, ...)."""
+
     backend: str = "replay"
     max_slots: int = 16
     max_len: int = 1024
-    window: int = 4  # T: last accepted token + drafts (1 = plain decode only)
+    window: int = 4
     ring_len: int = 16
     cuda_graphs: bool = True
-    validate: bool = True  # host-side protocol checks (turned off automatically for graph capture)
-    shadow_backend: str | None = None  # a second pool fed the same inputs (LockstepPool), for bitwise checks
+    validate: bool = True
+    shadow_backend: str | None = None
+
+    def __post_init__(self):
+        for name in ("max_slots", "max_len", "window", "ring_len"):
+            val = getattr(self, name)
+            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+                raise ValueError(f"{name}={val!r}: must be a positive int")
+        if self.ring_len & (self.ring_len - 1):
+            raise ValueError(f"ring_len={self.ring_len}: must be a power of two (the ring grows to fit the window)")
+        for name in ("backend", "shadow_backend"):
+            val = getattr(self, name)
+            if not (val is None and name == "shadow_backend") and val not in BACKENDS:
+                raise ValueError(f"{name}={val!r}: must be one of {BACKENDS}")
+        for name in ("cuda_graphs", "validate"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name}={getattr(self, name)!r}: must be a bool")
+        if self.window + 1 > self.max_len:
+            raise ValueError(f"max_len={self.max_len} leaves no room for a prompt and a window of {self.window}")
+
+    @property
+    def ring_length(self) -> int:
+        """The ring length L of the replay pool: a power of two >= 2 * window and >= ring_len."""
+        return ring_length_for(self.window, at_least=self.ring_len)
 
 
 @dataclass(frozen=True)
@@ -56,7 +87,7 @@ def pool_config(model: HybridLM, cfg: RunnerConfig) -> PoolConfig:
     shape = mc.gdn_shape
     return PoolConfig(
         num_slots=cfg.max_slots, num_layers=len(mc.gdn_layers), H=shape.H, HV=shape.HV, K=shape.K, V=shape.V,
-        window=cfg.window, ring_len=max(cfg.ring_len, 2 * cfg.window), backend=cfg.backend, dtype=p.dtype,
+        window=cfg.window, ring_len=cfg.ring_length, backend=cfg.backend, dtype=p.dtype,
         conv_kernel=mc.conv_kernel, max_batch=_padded(cfg.max_slots), device=p.device,
         validate=cfg.validate and not _uses_graphs(model, cfg),
     )  # fmt: skip
@@ -85,7 +116,7 @@ class ModelRunner:
         self.kv = KVCache(len(mc.attention_layers), cfg.max_slots, cfg.max_len, mc.num_kv_heads, mc.head_dim,
                           dtype=self.dtype, device=self.device)  # fmt: skip
         self._graphs: dict[tuple, tuple] = {}
-        self._in_flight: tuple[torch.Tensor, int] | None = None  # (slots [B] on the device, B) awaiting commit
+        self._in_flight: tuple[torch.Tensor, int, int] | None = None  # (slots [B] on the device, B, T) to commit
 
     @property
     def num_free(self) -> int:
@@ -102,12 +133,31 @@ class ModelRunner:
     def _slots(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor(ids, dtype=torch.int32, device=self.device)
 
+    def check_token_ids(self, ids, name: str = "token ids") -> None:
+        """``ids``: a 1-D or 2-D integer tensor, or a sequence of ints, all in [0, vocab)."""
+        vocab = self.model.config.vocab_size
+        if isinstance(ids, torch.Tensor):
+            if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+                raise TypeError(f"{name} must be integers, got a {ids.dtype} tensor")
+            bad = ids[(ids < 0) | (ids >= vocab)].tolist() if ids.numel() else []
+        else:
+            wrong = [t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool)]
+            if wrong:
+                raise TypeError(f"{name} must be ints, got {wrong[:3]!r}")
+            bad = [t for t in ids if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"{name} {bad[:5]} are outside the vocabulary [0, {vocab})")
+
     @torch.no_grad()
     def prefill(self, slot: int, ids: list[int]) -> torch.Tensor:
-        """Run a whole prompt into a fresh slot; returns the logits of its last token [vocab] (fp32)."""
+        """Run a whole prompt into a fresh slot; returns the logits of its last token [vocab] (fp32). On failure the
+        slot's state is unspecified (free it)."""
+        if len(ids) == 0:
+            raise ValueError("a prompt must hold at least one token")
+        self.check_token_ids(ids, "prompt token ids")
         if len(ids) + self.cfg.window > self.cfg.max_len:
             raise ValueError(
-                f"prompt of {len(ids)} tokens + window {self.cfg.window} exceeds max_len {self.cfg.max_len}"
+                f"prompt of {len(ids)} tokens + window {self.cfg.window} exceeds max_len={self.cfg.max_len}"
             )
         slots = self._slots([slot])
         t = torch.tensor(ids, dtype=torch.long, device=self.device)
@@ -116,20 +166,39 @@ class ModelRunner:
         self.kv.commit(slots, torch.tensor([len(ids)], dtype=torch.int32, device=self.device))
         return logits[0].float()
 
+    def _check_step(self, slots: list[int], tokens: torch.Tensor) -> None:
+        if self._in_flight is not None:
+            raise RuntimeError("the previous step is not committed yet; commit() or abort() it first")
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
+            raise ValueError(f"tokens must be a [B, T] tensor, got {tokens!r:.80}")
+        B, T = tokens.shape
+        if not 1 <= T <= self.cfg.window:
+            raise ValueError(f"tokens has windows of {T} tokens; this runner verifies 1..{self.cfg.window} (window=)")
+        if not isinstance(slots, (list, tuple)) or len(slots) != B or B == 0:
+            raise ValueError(f"slots must list one slot per row of tokens ({B} rows), got {slots!r:.80}")
+        wrong = [s for s in slots if not isinstance(s, numbers.Integral) or isinstance(s, bool)]
+        if wrong or len(set(slots)) != B or not all(0 <= s < self.cfg.max_slots for s in slots):
+            raise ValueError(f"slots must be {B} distinct ints in [0, {self.cfg.max_slots}), got {list(slots)}")
+        self.check_token_ids(tokens)
+
     @torch.no_grad()
     def step(self, slots: list[int], tokens: torch.Tensor) -> torch.Tensor:
         """One step for the rows ``slots``: tokens [B, T] long, T = 1 a plain decode, T > 1 a verify of the
-        window. Returns logits [B, T, vocab] fp32. Nothing is advanced until ``commit``."""
-        if self._in_flight is not None:
-            raise RuntimeError("the previous step is not committed yet; commit() it first")
+        window. Returns logits [B, T, vocab] fp32. Nothing is advanced until ``commit``; if the step fails it
+        is aborted (``abort``) before the exception propagates."""
+        self._check_step(slots, tokens)
         B, T = tokens.shape
         kind = StepKind.DECODE if T == 1 else StepKind.VERIFY
-        contiguous = slots == list(range(B))
+        contiguous = list(slots) == list(range(B))
         if not self.use_graphs:
-            s = self._slots(slots)
+            s = self._slots(list(slots))
             step = Step.build(kind, s, T, self.kv, contiguous=contiguous)
-            logits = self.model(tokens.reshape(-1).to(self.device), step, self.pool, self.kv)
-            self._in_flight = (s, B)
+            self._in_flight = (s, B, T)
+            try:
+                logits = self.model(tokens.reshape(-1).to(self.device), step, self.pool, self.kv)
+            except BaseException:
+                self.abort()
+                raise
             return logits.view(B, T, -1).float()
         Bg = _padded(B)
         key = (kind, Bg, T, contiguous)
@@ -139,10 +208,19 @@ class ModelRunner:
         ids_buf.zero_()
         ids_buf[:B].copy_(tokens)
         slots_buf.fill_(-1)
-        slots_buf[:B].copy_(torch.tensor(slots, dtype=torch.int32))
+        slots_buf[:B].copy_(torch.tensor(list(slots), dtype=torch.int32))
         graph.replay()
-        self._in_flight = (slots_buf[:B], B)
+        self._in_flight = (slots_buf[:B], B, T)
         return out[:B].float()
+
+    def abort(self) -> None:
+        """Drop the step in flight, if any: the GDN state and the KV cache keep their committed contents (the
+        window's KV entries past the committed length are overwritten by the next step)."""
+        if self._in_flight is None:
+            return
+        slots = self._in_flight[0]
+        self._in_flight = None
+        self.pool.abort(slots)
 
     def _capture(self, kind: StepKind, B: int, T: int, contiguous: bool):
         ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
@@ -169,9 +247,13 @@ class ModelRunner:
         i's window in the GDN state and the KV cache of every layer."""
         if self._in_flight is None:
             raise RuntimeError("no step to commit")
-        slots, B = self._in_flight
-        if len(num_accepted) != B:
-            raise ValueError(f"num_accepted has {len(num_accepted)} entries for a step of {B} rows")
+        slots, B, T = self._in_flight
+        if not isinstance(num_accepted, (list, tuple)) or len(num_accepted) != B:
+            got = len(num_accepted) if isinstance(num_accepted, (list, tuple)) else type(num_accepted).__name__
+            raise ValueError(f"num_accepted has {got} entries for a step of {B} rows")
+        bad = [n for n in num_accepted if not isinstance(n, numbers.Integral) or isinstance(n, bool) or not 1 <= n <= T]
+        if bad:
+            raise ValueError(f"num_accepted {bad} outside [1, {T}] (the step's window)")
         n = torch.tensor(num_accepted, dtype=torch.int32).to(self.device)
         self.pool.commit(slots, n)
         self.kv.commit(slots, n)
@@ -185,7 +267,12 @@ class ModelRunner:
         return parked
 
     def restore(self, parked: ParkedRequest) -> int:
-        """A new slot holding ``parked``; it continues bit for bit where it stopped."""
+        """A new slot holding ``parked``; it continues bit for bit where it stopped. Refused, with nothing
+        allocated, when ``parked`` does not fit this runner."""
+        if not isinstance(parked, ParkedRequest):
+            raise TypeError(f"parked must be a ParkedRequest (from offload), got {type(parked).__name__}")
+        self.kv.check_parked(parked.kv, 1)
+        self.pool.check_restore(parked.gdn)
         slot = self.pool.restore(parked.gdn)
         self.kv.scatter(slot, parked.kv)
         return int(slot[0])

@@ -1,4 +1,5 @@
-"""Gated full attention (Qwen3-Next / Qwen3.5): per-head output gate, zero-centred q/k norms, partial RoPE, GQA."""
+"""Gated full attention (Qwen3-Next / Qwen3.5): per-head output gate, zero-centred q/k norms, partial RoPE
+(default or YaRN), GQA."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from torch import nn
 
 from ..state.kv import KVCache
 from .config import ModelConfig
-from .layers import RMSNorm, apply_rope, rope_cos_sin
+from .layers import RMSNorm, apply_rope
+from .rope import RotaryEmbedding
 from .step import Step, StepKind
 
 
@@ -23,7 +25,7 @@ class GatedAttention(nn.Module):
         self.q_norm = RMSNorm(hd, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(hd, cfg.rms_norm_eps)
         self.nH, self.nKV, self.hd = nH, nKV, hd
-        self.rotary_dim, self.theta = cfg.rotary_dim, cfg.rope_theta
+        self.rope = RotaryEmbedding(cfg.rotary_dim, cfg.rope_theta, cfg.rope_scaling)
         self.index = attn_index
 
     def forward(self, x: torch.Tensor, step: Step, kv: KVCache) -> torch.Tensor:
@@ -32,7 +34,7 @@ class GatedAttention(nn.Module):
         q, gate = qg[..., : self.hd], qg[..., self.hd :].reshape(N, -1)
         k = self.k_norm(self.k_proj(x).view(N, self.nKV, self.hd))
         v = self.v_proj(x).view(N, self.nKV, self.hd)
-        cos, sin = rope_cos_sin(step.positions, self.rotary_dim, self.theta)
+        cos, sin = self.rope(step.positions)
         q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(k, cos, sin)
         B, T = step.B, step.T
         q, k, v = (t.view(B, T, -1, self.hd) for t in (q, k, v))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ops.shape import GDNShape
+from .rope import YaRN, read_rope
 
 MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 _WRAPPERS = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
@@ -41,6 +42,7 @@ class ModelConfig:
     tie_word_embeddings: bool
     bos_token_id: int | None = None
     eos_token_id: int | None = None
+    rope_scaling: YaRN | None = None  # None: the default RoPE
 
     @property
     def num_layers(self) -> int:
@@ -90,14 +92,20 @@ class ModelConfig:
                 types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
             if len(types) != n or any(t not in ("linear_attention", "full_attention") for t in types):
                 raise ValueError(f"layer_types must list {n} 'linear_attention'/'full_attention' entries, got {types}")
-            rope = d.get("rope_parameters") or {}
+            theta, partial, yarn = read_rope(d)
+            act = d.get("hidden_act", "silu")
+            if act != "silu":
+                raise ValueError(f"config.json hidden_act {act!r} is not supported (Qwen3-Next / Qwen3.5 use 'silu')")
+            if d.get("attn_output_gate", True) is not True:
+                raise ValueError("config.json attn_output_gate=false is not supported (the attention output is gated)")
+            if d.get("use_sliding_window"):
+                raise ValueError("config.json use_sliding_window=true is not supported (full attention only)")
             eos = d.get("eos_token_id")
             return cls(
                 model_type=mt, vocab_size=d["vocab_size"], hidden_size=d["hidden_size"], layer_types=tuple(types),
                 rms_norm_eps=d.get("rms_norm_eps", 1e-6), num_heads=d["num_attention_heads"],
                 num_kv_heads=d["num_key_value_heads"], head_dim=d.get("head_dim", 256),
-                rope_theta=rope.get("rope_theta", d.get("rope_theta", 10000.0)),
-                partial_rotary_factor=rope.get("partial_rotary_factor", d.get("partial_rotary_factor", 0.25)),
+                rope_theta=theta, partial_rotary_factor=partial, rope_scaling=yarn,
                 attention_bias=d.get("attention_bias", False), H=d["linear_num_key_heads"],
                 HV=d["linear_num_value_heads"], K=d["linear_key_head_dim"], V=d["linear_value_head_dim"],
                 conv_kernel=d["linear_conv_kernel_dim"], intermediate_size=d.get("intermediate_size"),

@@ -35,14 +35,6 @@ class RMSNormGated(nn.Module):
         return (self.weight * y * F.silu(z.float())).to(x.dtype)
 
 
-def rope_cos_sin(positions: torch.Tensor, rotary_dim: int, theta: float):
-    """cos, sin [N, rotary_dim] for absolute positions [N] (non-interleaved, rotate_half style)."""
-    inv = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, device=positions.device, dtype=torch.float32) / rotary_dim))
-    f = positions.float()[:, None] * inv[None, :]
-    emb = torch.cat([f, f], -1)
-    return emb.cos(), emb.sin()
-
-
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [N, heads, hd]: rotate the first ``cos.shape[-1]`` dims of every head, keep the rest."""
     r = cos.shape[-1]

@@ -7,6 +7,7 @@ with shadows fed the same inputs) and the drift study's open-loop pool. One step
         y = backend.conv_update(layer, x, ...)       # causal conv; the conv state moves only at commit
         o = backend.verify(layer, q, k, v, a, b, ...) # or backend.decode(...) for one plain token per slot
     backend.commit(slots, num_accepted)              # once, after every layer: SSM and conv state of all layers
+    # or, when something failed half-way: backend.abort(slots) drops the step
 
 Slots are int32 tensors on the backend's device (-1 = a padding row, skipped by the per-step calls).
 """
@@ -65,6 +66,10 @@ class GDNStateBackend(Protocol):
         """End the step: keep ``num_accepted`` [B] int32 tokens (bonus included) of every row, in every layer."""
         ...
 
+    def abort(self, slots: torch.Tensor) -> None:
+        """Drop the step in flight over ``slots`` (after a failure half-way through it): nothing of it is kept."""
+        ...
+
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         """fp32 [n, HV, V, K] committed SSM state, materialised without changing anything."""
         ...
@@ -81,6 +86,10 @@ class GDNStateBackend(Protocol):
 
     def restore(self, parked: Parked) -> torch.Tensor:
         """New slots holding what ``offload`` returned."""
+        ...
+
+    def check_restore(self, parked: Parked) -> None:
+        """Raise what ``restore(parked)`` would raise, changing nothing."""
         ...
 
     def fork(self, slots: torch.Tensor) -> torch.Tensor:

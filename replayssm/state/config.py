@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..ops.ring import check_ring_geometry
+from ..ops._common import IMPLS
+from ..ops._validate import ACT_DTYPES
+from ..ops.ring import ring_length_for
 from ..ops.shape import GDNShape
 from ..ops.verify import DOT_PRECISIONS
 
@@ -17,12 +19,13 @@ BACKENDS = ("replay", "recurrent")
 class PoolConfig:
     """Geometry and policy of a ``GDNStatePool`` (all GDN layers of one model, one device).
 
-    ``window`` is T (last accepted token + drafts); ``ring_len`` L (replay backend only; a power
-    of two >= 2T); ``max_batch`` bounds the rows of one step (default ``num_slots``) and sizes the
-    recurrent backend's snapshot scratch and both backends' conv scratch. ``conv_channels``
-    defaults to the q/k/v width (``GDNShape.conv_channels``). ``validate`` turns on the host-side checks of slot
-    ids and the step protocol (they read slot ids back to the host; engines that capture CUDA
-    graphs turn them off).
+    ``window`` is T (last accepted token + drafts); ``ring_len`` L (replay backend only; a power of two
+    >= 2T; default ``ring_length_for(window)``, the smallest such length >= 16); ``max_batch`` bounds the
+    rows of one step (default ``num_slots``) and sizes the recurrent backend's snapshot scratch and both
+    backends' conv scratch. ``conv_channels`` defaults to the q/k/v width (``GDNShape.conv_channels``).
+    ``validate`` turns on the host-side checks of slot ids and the step protocol (they read slot ids back
+    to the host; engines that capture CUDA graphs turn them off). Every field is checked on construction;
+    errors name the field (``PoolConfig.ring_len``, ...).
     """
 
     num_slots: int
@@ -32,7 +35,7 @@ class PoolConfig:
     K: int
     V: int
     window: int = 4
-    ring_len: int = 16
+    ring_len: int | None = None
     backend: str = "replay"
     dtype: torch.dtype = torch.bfloat16
     u_dtype: torch.dtype | None = None
@@ -46,21 +49,39 @@ class PoolConfig:
 
     def __post_init__(self):
         for name in ("num_slots", "num_layers", "H", "HV", "K", "V", "window", "conv_kernel"):
-            val = getattr(self, name)
-            if not isinstance(val, int) or val < 1:
-                raise ValueError(f"PoolConfig.{name} must be a positive int, got {val!r}")
+            _positive_int(name, getattr(self, name))
+        for name in ("conv_channels", "max_batch"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name), "or None")
         if self.HV % self.H:
             raise ValueError(f"PoolConfig.HV={self.HV} must be a multiple of H={self.H}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"PoolConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
-        if self.backend == "replay":
-            check_ring_geometry(self.ring_len, self.window)
-        if self.dot_precision not in DOT_PRECISIONS:
-            raise ValueError(f"PoolConfig.dot_precision must be one of {DOT_PRECISIONS}, got {self.dot_precision!r}")
-        if self.max_batch is not None and (not isinstance(self.max_batch, int) or self.max_batch < 1):
-            raise ValueError(f"PoolConfig.max_batch must be a positive int or None, got {self.max_batch!r}")
         if self.conv_kernel < 2:
             raise ValueError(f"PoolConfig.conv_kernel must be >= 2, got {self.conv_kernel}")
+        if not isinstance(self.backend, str) or self.backend not in BACKENDS:
+            raise ValueError(f"PoolConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.ring_len is None:  # derived, so equal configs compare equal however they were written
+            object.__setattr__(self, "ring_len", ring_length_for(self.window))
+        _positive_int("ring_len", self.ring_len, "or None")
+        if self.ring_len & (self.ring_len - 1) or self.ring_len < 2 * self.window:
+            raise ValueError(f"PoolConfig.ring_len={self.ring_len} must be a power of two >= 2 * window = "
+                             f"{2 * self.window} (leave it None to derive it from the window)")  # fmt: skip
+        if self.dtype not in ACT_DTYPES:
+            raise TypeError(f"PoolConfig.dtype must be one of {_names(ACT_DTYPES)} (the activation dtype), "
+                            f"got {self.dtype!r}")  # fmt: skip
+        if self.u_dtype is not None and self.u_dtype not in ACT_DTYPES:
+            raise TypeError(f"PoolConfig.u_dtype must be None or one of {_names(ACT_DTYPES)}, got {self.u_dtype!r}")
+        if not isinstance(self.device, (str, torch.device)):
+            raise TypeError(f"PoolConfig.device must be a str or torch.device, got {type(self.device).__name__}")
+        try:
+            torch.device(self.device)
+        except (RuntimeError, ValueError) as e:
+            raise ValueError(f"PoolConfig.device {self.device!r} is not a device: {e}") from None
+        if not isinstance(self.validate, bool):
+            raise TypeError(f"PoolConfig.validate must be a bool, got {self.validate!r}")
+        if self.dot_precision not in DOT_PRECISIONS:
+            raise ValueError(f"PoolConfig.dot_precision must be one of {DOT_PRECISIONS}, got {self.dot_precision!r}")
+        if self.impl not in IMPLS:
+            raise ValueError(f"PoolConfig.impl must be one of {IMPLS}, got {self.impl!r}")
 
     @property
     def shape(self) -> GDNShape:
@@ -73,3 +94,12 @@ class PoolConfig:
     @property
     def batch_rows(self) -> int:
         return self.max_batch if self.max_batch is not None else self.num_slots
+
+
+def _positive_int(name: str, val, alt: str = "") -> None:
+    if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+        raise ValueError(f"PoolConfig.{name} must be a positive int{' ' + alt if alt else ''}, got {val!r}")
+
+
+def _names(dtypes) -> str:
+    return ", ".join(str(d).replace("torch.", "") for d in dtypes)

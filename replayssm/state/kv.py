@@ -41,7 +41,26 @@ class KVCache:
         n = int(self.lens[idx].max()) if idx.numel() else 0
         return {"k": self.k[:, idx, :n].cpu(), "v": self.v[:, idx, :n].cpu(), "lens": self.lens[idx].cpu()}
 
+    def check_parked(self, data, num_slots: int) -> None:
+        """Raise unless ``data`` is what ``gather`` returns for ``num_slots`` slots of a cache of this layout."""
+        if not isinstance(data, dict) or set(data) != {"k", "v", "lens"}:
+            raise ValueError(f"parked KV rows must be a dict with k, v, lens (from gather), got {type(data).__name__}")
+        NL, _, _, nKV, hd = self.k.shape
+        lens = data["lens"]
+        if not isinstance(lens, torch.Tensor) or lens.dtype != torch.int32 or tuple(lens.shape) != (num_slots,):
+            raise ValueError(f"parked KV lens must be a ({num_slots},) int32 tensor, got {lens!r:.80}")
+        n = int(lens.max()) if num_slots else 0
+        if int(lens.min()) < 0 or n > self.max_len:
+            raise ValueError(f"parked KV lengths {lens.tolist()} are outside [0, max_len={self.max_len}]")
+        for name in ("k", "v"):
+            t = data[name]
+            want = (NL, num_slots, n, nKV, hd)
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != want or t.dtype != self.k.dtype:
+                got = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"parked KV {name} must be a {want} {self.k.dtype} tensor, got {got}")
+
     def scatter(self, slots: torch.Tensor, data: dict) -> None:
+        self.check_parked(data, slots.shape[0])
         idx = slots.long()
         n = data["k"].shape[2]
         self.k[:, idx, :n] = data["k"].to(self.k.device)

@@ -1,12 +1,18 @@
-"""Host-side bookkeeping of slot lifecycles: free/live slots and the verify -> commit protocol.
+"""Host-side bookkeeping of slot lifecycles: free/live slots and the step -> commit protocol.
 
 The published ports lose data at exactly these seams (a commit skipped on an early return, pending
-ring records dropped on preemption). The tracker makes them errors: every layer must verify a slot
-before ``commit``, nothing may read, fold or move a slot with an uncommitted step, and a slot must
-be live to be used. All checks run before any tensor is written.
+ring records dropped on preemption, conv scratch of one batch committed into another). The tracker
+makes them errors. A *step* is one batch of rows (slot ids by row, -1 padding, one window length per
+row): its first ``conv_update``/``verify``/``decode`` fixes the rows, every later call of the step
+must name the same rows in the same order with the same windows, every layer must run both its conv
+and its verify (or decode) once, and ``commit`` must name exactly those rows. Nothing may read, fold,
+move or free a slot of a step in flight; ``abort`` drops the step. Every check runs before any tensor
+is written, and the tracker changes only once the call it records can no longer fail on its arguments.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import torch
 
@@ -19,32 +25,59 @@ class PoolExhaustedError(RuntimeError):
     """``alloc`` asked for more slots than are free."""
 
 
+@dataclass
+class StepInFlight:
+    """The batch the layers are running now (host copy; the device state is in the pool)."""
+
+    rows: tuple[int, ...]  # slot id of every row, -1 = padding
+    windows: tuple[int, ...]  # window length of every row
+    kind: str | None = None  # "verify" or "decode" once a layer ran one
+    conv: set[int] = field(default_factory=set)  # layers whose conv_update ran
+    ssm: set[int] = field(default_factory=set)  # layers whose verify/decode ran
+    failed: bool = False  # an op failed while writing (not on its arguments) in this step
+
+    @property
+    def live(self) -> list[int]:
+        return [s for s in self.rows if s >= 0]
+
+
 class SlotTracker:
     def __init__(self, cfg):
         self.cfg = cfg
         self._free = list(range(cfg.num_slots - 1, -1, -1))  # pop() hands out 0, 1, 2, ...
         self.live: set[int] = set()
-        self.pending: dict[int, set[int]] = {}  # slot -> layers that ran this step
-        self.windows: dict[int, int] = {}  # slot -> window length of this step
-        self.kind: str | None = None  # "verify" or "decode": what the layers of the latest step ran
+        self.step: StepInFlight | None = None
+        # Slots whose state an aborted in-place decode (recurrent backend) left half-advanced: only free().
+        self.torn: set[int] = set()
 
     @property
     def num_free(self) -> int:
         return len(self._free)
 
-    def alloc(self, n: int) -> list[int]:
-        if not isinstance(n, int) or n < 1:
+    def check_alloc(self, n: int) -> None:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
         if n > len(self._free):
             raise PoolExhaustedError(f"asked for {n} slots, {len(self._free)} of {self.cfg.num_slots} are free")
+
+    def peek(self, n: int) -> list[int]:
+        """The ids ``alloc(n)`` will hand out (after ``check_alloc(n)``)."""
+        return self._free[::-1][:n]
+
+    def alloc(self, n: int) -> list[int]:
+        self.check_alloc(n)
         ids = [self._free.pop() for _ in range(n)]
         self.live.update(ids)
         return ids
 
+    def check_free(self, ids: list[int]) -> None:
+        self.check_idle(ids, "free", allow_torn=True)
+
     def free(self, ids: list[int]) -> None:
-        self.check_idle(ids, "free")
+        self.check_free(ids)
         for s in ids:
             self.live.discard(s)
+            self.torn.discard(s)
             self._free.append(s)
 
     def check_ids(self, slots: torch.Tensor, name: str, padding: bool) -> list[int]:
@@ -61,50 +94,86 @@ class SlotTracker:
             raise SlotError(f"{name}: slots {dead} are not allocated (free, or never allocated)")
         return ids
 
-    def check_idle(self, ids: list[int], what: str) -> None:
-        busy = [s for s in ids if s in self.pending]
+    def check_idle(self, ids: list[int], what: str, *, allow_torn: bool = False) -> None:
+        busy = [s for s in ids if self.step is not None and s in self.step.rows and s >= 0]
         if busy:
-            raise SlotError(f"{what}: slots {busy} have a verified step that is not committed yet; commit() first")
+            raise SlotError(f"{what}: slots {busy} have a verified step that is not committed yet; commit() or "
+                            "abort() it first")  # fmt: skip
+        self.check_not_torn(ids, what, allow_torn=allow_torn)
 
-    def begin(self, layer: int, kind: str, ids: list[int], cu_seqlens: torch.Tensor) -> None:
-        if self.pending and self.kind != kind:
-            raise SlotError(f"cannot {kind} while a {self.kind} step is in flight; commit() it first")
-        live = [s for s in ids if s >= 0]
-        again = [s for s in live if layer in self.pending.get(s, ())]
-        if again:
-            raise SlotError(f"slots {again} already ran layer {layer} in this step; commit() before the next step")
+    def check_not_torn(self, ids: list[int], what: str, *, allow_torn: bool = False) -> None:
+        torn = [s for s in ids if s in self.torn]
+        if torn and not allow_torn:
+            raise SlotError(f"{what}: slots {torn} lost their state when an in-place decode step was aborted "
+                            "half-way through the layers; free() them")  # fmt: skip
+
+    def _windows(self, ids: list[int], cu_seqlens: torch.Tensor) -> tuple[int, ...]:
         cu = cu_seqlens.tolist()
-        lens = {s: cu[i + 1] - cu[i] for i, s in enumerate(ids) if s >= 0 and i + 1 < len(cu)}
-        other = [s for s in live if s in self.windows and self.windows[s] != lens.get(s)]
-        if other:
-            raise SlotError(f"slots {other} changed window length between layers of one step")
-        for s in live:
-            self.pending.setdefault(s, set()).add(layer)
-            self.windows[s] = lens.get(s, 0)
+        if not isinstance(cu, list) or len(cu) != len(ids) + 1:
+            raise ValueError(f"cu_seqlens must have {len(ids) + 1} entries for {len(ids)} rows, got {cu}")
+        lens = tuple(cu[i + 1] - cu[i] for i in range(len(ids)))
+        bad = [n for s, n in zip(ids, lens) if s >= 0 and not 1 <= n <= self.cfg.window]
+        if bad:
+            raise ValueError(f"cu_seqlens gives windows {list(lens)}; every live row needs 1..{self.cfg.window} "
+                             f"tokens (PoolConfig.window={self.cfg.window})")  # fmt: skip
+        return lens
 
-    def undo(self, layer: int, ids: list[int]) -> None:
-        for s in ids:
-            if s in self.pending:
-                self.pending[s].discard(layer)
-                if not self.pending[s]:
-                    del self.pending[s]
-                    self.windows.pop(s, None)
+    def check_call(self, part: str, layer: int, ids: list[int], cu_seqlens: torch.Tensor, kind: str | None) -> None:
+        """Check that ``part`` ("conv" or "ssm", of ``kind``) of ``layer`` may run on rows ``ids`` now."""
+        windows = self._windows(ids, cu_seqlens)
+        self.check_not_torn(ids, kind or "conv_update")
+        st = self.step
+        if st is None:
+            return
+        if st.rows != tuple(ids) or st.windows != windows:
+            raise SlotError(f"a step over rows {list(st.rows)} with windows {list(st.windows)} is in flight; "
+                            f"this call has rows {ids} with windows {list(windows)}: commit() or abort() it "
+                            "first")  # fmt: skip
+        if kind is not None and st.kind is not None and st.kind != kind:
+            raise SlotError(f"cannot {kind} while a {st.kind} step is in flight; commit() it first")
+        done = st.conv if part == "conv" else st.ssm
+        if layer in done:
+            what = "conv_update" if part == "conv" else st.kind
+            raise SlotError(f"slots {st.live} already ran {what} of layer {layer} in this step; commit() before "
+                            "the next step")  # fmt: skip
 
-    def check_commit(self, ids: list[int], num_accepted: torch.Tensor) -> None:
-        """Check that every live row finished all layers and accepts 1..window tokens."""
+    def record(self, part: str, layer: int, ids: list[int], cu_seqlens: torch.Tensor, kind: str | None) -> None:
+        """Note that ``part`` of ``layer`` ran (call after ``check_call`` passed and the op succeeded)."""
+        if self.step is None:
+            self.step = StepInFlight(tuple(ids), self._windows(ids, cu_seqlens))
+        if kind is not None:
+            self.step.kind = kind
+        (self.step.conv if part == "conv" else self.step.ssm).add(layer)
+
+    def record_failure(self, ids: list[int], cu_seqlens: torch.Tensor, kind: str, *, torn: bool) -> None:
+        """An op of this step failed after it may have written: the step exists (``abort`` settles it); with
+        ``torn`` the rows' states were being updated in place and are lost."""
+        if self.step is None:
+            self.step = StepInFlight(tuple(ids), self._windows(ids, cu_seqlens))
+        self.step.failed = True
+        self.step.kind = self.step.kind or kind
+        if torn:
+            self.torn.update(s for s in ids if s >= 0)
+
+    def check_commit(self, ids: list[int], num_accepted: torch.Tensor) -> StepInFlight:
+        """Check that ``ids`` are exactly the rows of the step in flight, that every layer ran its conv and
+        its verify, and that every live row accepts 1..window tokens."""
+        st = self.step
+        if st is None:
+            live = [s for s in ids if s >= 0]
+            raise SlotError(f"commit: slots {live} have no verified step to commit")
+        if tuple(ids) != st.rows:
+            raise SlotError(f"commit must name exactly the rows of the step in flight, {list(st.rows)} (same order, "
+                            f"padding included), got {ids}")  # fmt: skip
         all_layers = set(range(self.cfg.num_layers))
-        for s, n in zip(ids, num_accepted.tolist()):
-            if s < 0:
-                continue
-            done = self.pending.get(s)
-            if not done:
-                raise SlotError(f"commit: slot {s} has no verified step to commit")
+        for part, done in ((st.kind or "verify", st.ssm), ("conv_update", st.conv)):
             if done != all_layers:
-                raise SlotError(f"commit: slot {s} has not run layers {sorted(all_layers - done)} in this step")
-            if not 1 <= n <= self.windows[s]:
-                raise SlotError(f"num_accepted={n} for slot {s} is outside [1, {self.windows[s]}] (its window)")
+                raise SlotError(f"commit: slots {st.live} have not run {part} of layers {sorted(all_layers - done)} "
+                                "in this step")  # fmt: skip
+        for s, n, w in zip(ids, num_accepted.tolist(), st.windows):
+            if s >= 0 and not 1 <= n <= w:
+                raise SlotError(f"num_accepted={n} for slot {s} is outside [1, {w}] (its window)")
+        return st
 
-    def end_step(self, ids: list[int]) -> None:
-        for s in ids:
-            self.pending.pop(s, None)
-            self.windows.pop(s, None)
+    def end_step(self) -> None:
+        self.step = None

@@ -49,36 +49,45 @@ class LockstepPool:
             raise RuntimeError(f"lockstep pools {what} different slots")
         return slots
 
+    def _each(self, method: str, *args, **kw) -> list:
+        """``method`` on every pool, the primary first. Each pool checks everything before it writes, and all
+        of them keep the same books, so when the primary refuses nothing moved anywhere; a shadow refusing what
+        the primary accepted means the pools disagree, which is a bug and is said so."""
+        out = []
+        for i, p in enumerate(self._all):
+            try:
+                out.append(getattr(p, method)(*args, **kw))
+            except Exception as e:
+                if i == 0:
+                    raise
+                raise RuntimeError(f"lockstep pools disagree: pool {i} ({p.cfg.backend}) raised in {method} after "
+                                   f"the primary succeeded: {e!r}") from e  # fmt: skip
+        return out
+
     def alloc(self, n: int) -> torch.Tensor:
-        slots = self.primary.alloc(n)
-        return self._same_slots(slots, [p.alloc(n) for p in self._followers], "handed out")
+        slots, *others = self._each("alloc", n)
+        return self._same_slots(slots, others, "handed out")
 
     def free(self, slots: torch.Tensor) -> None:
-        for p in self._all:
-            p.free(slots)
+        self._each("free", slots)
 
     def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
-        for p in self._all:
-            p.write_prefill(layer, slots, state, conv_state)
+        self._each("write_prefill", layer, slots, state, conv_state)
 
     def conv_update(self, layer: int, x: torch.Tensor, **kw) -> torch.Tensor:
-        for p in self._followers:
-            p.conv_update(layer, x, **kw)
-        return self.primary.conv_update(layer, x, **kw)
+        return self._each("conv_update", layer, x, **kw)[0]
 
     def verify(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:
-        for p in self._followers:
-            p.verify(layer, q, k, v, a, b, **kw)
-        return self.primary.verify(layer, q, k, v, a, b, **kw)
+        return self._each("verify", layer, q, k, v, a, b, **kw)[0]
 
     def decode(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:
-        for p in self._followers:
-            p.decode(layer, q, k, v, a, b, **kw)
-        return self.primary.decode(layer, q, k, v, a, b, **kw)
+        return self._each("decode", layer, q, k, v, a, b, **kw)[0]
 
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
-        for p in self._all:
-            p.commit(slots, num_accepted)
+        self._each("commit", slots, num_accepted)
+
+    def abort(self, slots: torch.Tensor) -> None:
+        self._each("abort", slots)
 
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         return self.primary.committed_state(layer, slots)
@@ -87,20 +96,27 @@ class LockstepPool:
         return self.primary.committed_conv_state(layer, slots)
 
     def flush(self, slots: torch.Tensor) -> None:
-        for p in self._all:
-            p.flush(slots)
+        self._each("flush", slots)
 
     def offload(self, slots: torch.Tensor) -> tuple[ParkedSlots, ...]:
         """One ``ParkedSlots`` per pool, primary first."""
-        return tuple(p.offload(slots) for p in self._all)
+        return tuple(self._each("offload", slots))
+
+    def check_restore(self, parked: tuple[ParkedSlots, ...]) -> None:
+        if not isinstance(parked, tuple) or len(parked) != len(self._all):
+            raise TypeError(f"parked must be a tuple of {len(self._all)} ParkedSlots (one per lockstep pool, from "
+                            f"offload), got {type(parked).__name__}")  # fmt: skip
+        for p, one in zip(self._all, parked):
+            p.check_restore(one)
 
     def restore(self, parked: tuple[ParkedSlots, ...]) -> torch.Tensor:
-        slots = self.primary.restore(parked[0])
-        return self._same_slots(slots, [p.restore(s) for p, s in zip(self._followers, parked[1:])], "restored into")
+        self.check_restore(parked)  # every pool refuses before any of them allocates
+        slots, *others = [p.restore(one) for p, one in zip(self._all, parked)]
+        return self._same_slots(slots, others, "restored into")
 
     def fork(self, slots: torch.Tensor) -> torch.Tensor:
-        new = self.primary.fork(slots)
-        return self._same_slots(new, [p.fork(slots) for p in self._followers], "forked into")
+        new, *others = self._each("fork", slots)
+        return self._same_slots(new, others, "forked into")
 
     def memory_report(self) -> dict[str, int]:
         """The primary pool's bytes (the shadows exist only to check it)."""

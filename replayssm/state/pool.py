@@ -27,7 +27,7 @@ from ..ops._validate import check_tensor
 from ..ops.conv import causal_conv1d_update, conv_commit
 from ..ops.snapshots import commit_snapshots
 from .config import PoolConfig
-from .lifecycle import SlotTracker
+from .lifecycle import SlotError, SlotTracker
 
 
 class GDNStatePool:
@@ -58,20 +58,25 @@ class GDNStatePool:
                 for i in range(NL)
             ]
         self.tracker = SlotTracker(cfg)
+        self._kind: str | None = None  # what the layers of the latest step ran (used with validation off)
 
     def alloc(self, n: int) -> torch.Tensor:
         """n fresh slots (zero state, zero conv state, empty ring) as an int32 tensor on the pool's device."""
-        ids = self.tracker.alloc(n)
+        self.tracker.check_alloc(n)
+        ids = self.tracker.peek(n)
         slots = torch.tensor(ids, dtype=torch.int32, device=self.device)
         idx = slots.long()
         self.checkpoint[:, idx] = 0
         self.conv_state[:, idx] = 0
         if self.cfg.backend == "replay":
             ring_reset(self.cursors, slots, validate=False, impl=self.cfg.impl)
+        self.tracker.alloc(n)
         return slots
 
     def free(self, slots: torch.Tensor) -> None:
-        self.tracker.free(self._ids(slots, "slots", padding=False))
+        """Return ``slots`` to the pool (they must be idle: no step in flight)."""
+        self._ids(slots, "slots", padding=False)
+        self.tracker.free(self.tracker.check_ids(slots, "slots", padding=False))  # host bookkeeping, always on
 
     @property
     def num_free(self) -> int:
@@ -86,8 +91,11 @@ class GDNStatePool:
             raise ValueError(f"{name} has {slots.shape[0]} rows, more than PoolConfig.max_batch={self.cfg.batch_rows}")
         return self.tracker.check_ids(slots, name, padding) if self.cfg.validate else []
 
+    def _cu(self, cu_seqlens, rows: int) -> None:
+        check_tensor("cu_seqlens", cu_seqlens, shape=(rows + 1,), dtypes=(torch.int32,), device=self.device)
+
     def _layer(self, layer: int) -> int:
-        if not isinstance(layer, int) or not 0 <= layer < self.cfg.num_layers:
+        if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.cfg.num_layers:
             raise ValueError(f"layer must be an int in [0, {self.cfg.num_layers}), got {layer!r}")
         return layer
 
@@ -116,11 +124,19 @@ class GDNStatePool:
         self.conv_state[layer, slots.long()] = conv_state.to(self.device)
 
     def conv_update(self, layer, x, *, weight, bias, slots, cu_seqlens) -> torch.Tensor:
-        """Causal conv1d + SiLU over the step's tokens x [N, C]; the conv state moves only at commit."""
+        """Causal conv1d + SiLU over the step's tokens x [N, C]; the conv state moves only at commit.
+
+        The first call of a step (this or ``verify``/``decode``) fixes its rows; see ``commit``."""
         layer = self._layer(layer)
-        self._ids(slots)
+        ids = self._ids(slots)
+        self._cu(cu_seqlens, slots.shape[0])
+        if self.cfg.validate:
+            self.tracker.check_call("conv", layer, ids, cu_seqlens, None)
         scratch = self.conv_scratch[layer]
-        return causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch)
+        y = causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch)
+        if self.cfg.validate:
+            self.tracker.record("conv", layer, ids, cu_seqlens, None)
+        return y
 
     def verify(self, layer, q, k, v, a, b, *, A_log, dt_bias, slots, cu_seqlens, scale=None) -> torch.Tensor:
         """Speculative verify of one layer over windows of 1..window tokens; returns o [N, HV, V]."""
@@ -128,48 +144,91 @@ class GDNStatePool:
 
     def decode(self, layer, q, k, v, a, b, *, A_log, dt_bias, slots, cu_seqlens=None, scale=None) -> torch.Tensor:
         """One plain (non-speculative) token per slot; ``commit`` it with ``num_accepted`` all 1."""
+        self._ids(slots)
         if cu_seqlens is None:
             cu_seqlens = torch.arange(slots.shape[0] + 1, dtype=torch.int32, device=self.device)
-        if q.shape[0] != slots.shape[0]:
-            raise ValueError(f"decode takes one token per slot: q has {q.shape[0]} tokens for {slots.shape[0]} slots")
+        if not isinstance(q, torch.Tensor) or q.dim() < 1 or q.shape[0] != slots.shape[0]:
+            got = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
+            raise ValueError(f"decode takes one token per slot: q {got} for {slots.shape[0]} slots")
         return self._window(layer, "decode", q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale)
 
     def _window(self, layer, kind, q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale):
         layer = self._layer(layer)
         ids = self._ids(slots)
+        self._cu(cu_seqlens, slots.shape[0])
         cfg = self.cfg
         if cfg.validate:
-            self.tracker.begin(layer, kind, ids, cu_seqlens)
-        self.tracker.kind = kind
+            self.tracker.check_call("ssm", layer, ids, cu_seqlens, kind)
         kw = dict(A_log=A_log, dt_bias=dt_bias, slots=slots, cu_seqlens=cu_seqlens, scale=scale, impl=cfg.impl)
         try:
             if cfg.backend == "replay":
-                return gdn_replay_verify(q, k, v, a, b, checkpoint=self.checkpoint[layer], ring=self.rings[layer],
-                                         dot_precision=cfg.dot_precision, validate=cfg.validate, **kw)  # fmt: skip
-            if kind == "decode":
-                return gdn_recurrent(q, k, v, a, b, state=self.checkpoint[layer], validate=cfg.validate, **kw)
-            snaps = self.snapshots[layer, : slots.shape[0]]
-            return gdn_recurrent(q, k, v, a, b, state=self.checkpoint[layer], snapshots=snaps, update_state=False,
-                                 validate=cfg.validate, **kw)  # fmt: skip
+                o = gdn_replay_verify(q, k, v, a, b, checkpoint=self.checkpoint[layer], ring=self.rings[layer],
+                                      dot_precision=cfg.dot_precision, validate=cfg.validate, **kw)  # fmt: skip
+            elif kind == "decode":
+                o = gdn_recurrent(q, k, v, a, b, state=self.checkpoint[layer], validate=cfg.validate, **kw)
+            else:
+                snaps = self.snapshots[layer, : slots.shape[0]]
+                o = gdn_recurrent(q, k, v, a, b, state=self.checkpoint[layer], snapshots=snaps, update_state=False,
+                                  validate=cfg.validate, **kw)  # fmt: skip
         except (ValueError, TypeError):
+            raise  # the ops check every argument before writing: nothing happened
+        except BaseException:
+            # Failed while writing. A replay verify may have folded some blocks (their markers make a retry
+            # skip them); an in-place decode may have advanced some of the state, which nothing can undo.
             if cfg.validate:
-                self.tracker.undo(layer, ids)
+                self.tracker.record_failure(ids, cu_seqlens, kind, torn=cfg.backend == "recurrent" and kind == "decode")
             raise
+        self._kind = kind
+        if cfg.validate:
+            self.tracker.record("ssm", layer, ids, cu_seqlens, kind)
+        return o
 
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
-        """End the step whose layers ran last (verify, or decode: then ``num_accepted`` is all 1): keep
-        ``num_accepted`` [B] int32 tokens (bonus included) of every row's window, in the SSM and conv state of
-        every layer."""
+        """End the step in flight (verify, or decode: then ``num_accepted`` is all 1): keep ``num_accepted`` [B]
+        int32 tokens (bonus included) of every row's window, in the SSM and conv state of every layer.
+
+        The conv scratch and the recurrent backend's snapshots are indexed by batch row, so a commit must
+        match the step exactly: ``slots`` must be the very rows the step's calls named (same ids, same order,
+        padding included), after every layer ran ``conv_update`` and ``verify``/``decode``. Any other commit
+        (another order, a subset, after a second batch started) is refused with ``SlotError`` before anything
+        is written, as is a second batch while a step is in flight. With ``PoolConfig.validate`` off (CUDA
+        graphs) nothing is checked: the caller guarantees it."""
         ids = self._ids(slots)
         check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=self.device)
+        kind = self._kind
         if self.cfg.validate:
-            self.tracker.check_commit(ids, num_accepted)
+            kind = self.tracker.check_commit(ids, num_accepted).kind
         if self.cfg.backend == "replay":
             ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
-        elif self.tracker.kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
+        elif kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
             commit_snapshots(self.checkpoint, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
         conv_commit(self.conv_state, self.conv_scratch, slots, num_accepted)
-        self.tracker.end_step(ids)
+        self.tracker.end_step()
+
+    def abort(self, slots: torch.Tensor) -> None:
+        """Drop the step in flight over ``slots`` (the rows its calls named): nothing of it is committed, the
+        slots are idle again with their committed state. No-op when no step is in flight.
+
+        Replay: a verify of a flushing row may already have folded the history in some layers; the history of
+        the step's rows is therefore folded in every layer now (folded blocks are skipped) and marked folded,
+        so no slot is left half-folded. Recurrent: a verify wrote only snapshots; a *decode* updated the
+        state in place, so rows of an aborted decode step that ran any layer lose their state (they can only
+        be freed; with validation off the caller must free them)."""
+        ids = self._ids(slots)
+        cfg = self.cfg
+        torn = []
+        if cfg.validate:
+            st = self.tracker.step
+            if st is None:
+                return
+            if tuple(ids) != st.rows:
+                raise SlotError(f"abort must name exactly the rows of the step in flight, {list(st.rows)}, got {ids}")
+            if cfg.backend == "recurrent" and st.kind == "decode" and st.ssm:
+                torn = st.live
+        if cfg.backend == "replay":
+            self._fold_history(slots)
+        self.tracker.end_step()
+        self.tracker.torn.update(torn)
 
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         """fp32 [n, HV, V, K] committed state of ``slots`` in ``layer``, materialised without mutating anything."""
@@ -185,7 +244,9 @@ class GDNStatePool:
 
     def committed_conv_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         layer = self._layer(layer)
-        self._ids(slots, padding=False)
+        ids = self._ids(slots, padding=False)
+        if self.cfg.validate:
+            self.tracker.check_not_torn(ids, "committed_conv_state")
         return self.conv_state[layer, slots.long()].clone()
 
     def flush(self, slots: torch.Tensor) -> None:
@@ -195,10 +256,15 @@ class GDNStatePool:
         if self.cfg.validate:
             self.tracker.check_idle(ids, "flush")
         if self.cfg.backend == "replay":
-            for layer in range(self.cfg.num_layers):
-                gdn_exact_fold(self.checkpoint[layer], self.rings[layer], slots, empty_history=False, validate=False,
-                               impl=self.cfg.impl)  # fmt: skip
-            ring_mark_folded(self.cursors, slots, validate=False, impl=self.cfg.impl)
+            self._fold_history(slots)
+
+    def _fold_history(self, slots: torch.Tensor) -> None:
+        """Fold the committed history of ``slots`` in every layer, then empty it (blocks a verify of the step in
+        flight already folded are skipped by the fold markers)."""
+        for layer in range(self.cfg.num_layers):
+            gdn_exact_fold(self.checkpoint[layer], self.rings[layer], slots, empty_history=False, validate=False,
+                           impl=self.cfg.impl)  # fmt: skip
+        ring_mark_folded(self.cursors, slots, validate=False, impl=self.cfg.impl)
 
     def offload(self, slots: torch.Tensor):
         """CPU copy of ``slots`` (checkpoints, rings, cursors, conv state); the slots stay allocated."""
@@ -211,6 +277,12 @@ class GDNStatePool:
         from .transfer import restore
 
         return restore(self, parked)
+
+    def check_restore(self, parked) -> None:
+        """Raise what ``restore(parked)`` would raise before changing anything; return quietly otherwise."""
+        from .transfer import check_restore
+
+        check_restore(self, parked)
 
     def fork(self, slots: torch.Tensor) -> torch.Tensor:
         """New slots with identical committed state and history (parallel sampling, shared prefixes)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..ops import Ring
 from .config import PoolConfig
 
 _RING = ("ring_k", "ring_v", "ring_g", "ring_beta", "ring_u")
@@ -34,7 +35,10 @@ def _layout(cfg: PoolConfig) -> dict:
 class ParkedSlots:
     """CPU copy of some slots of a pool (what ``offload`` returns and ``restore`` takes).
 
-    Tensors are [num_layers, n, ...] (cursors [n]); ``config`` is the pool they came from.
+    Tensors are [num_layers, n, ...] (cursors [n]); ``config`` is the pool they came from. Construction
+    checks every tensor against ``config`` (shape, dtype, the ring cursors' invariants), so parked slots
+    that ``restore`` would broadcast or misread cannot be built. Fold markers and epochs are not carried:
+    an idle slot has no fold of its own step in flight, and the slot it is restored into has its own.
     """
 
     config: PoolConfig
@@ -43,9 +47,58 @@ class ParkedSlots:
     ring: dict[str, torch.Tensor] | None
     cursors: dict[str, torch.Tensor] | None
 
+    def __post_init__(self):
+        cfg = self.config
+        if not isinstance(cfg, PoolConfig):
+            raise TypeError(f"ParkedSlots.config must be a PoolConfig, got {type(cfg).__name__}")
+        if not isinstance(self.checkpoint, torch.Tensor) or self.checkpoint.dim() != 5:
+            raise ValueError(f"ParkedSlots.checkpoint must be a [num_layers, n, HV, V, K] tensor, got "
+                             f"{_desc(self.checkpoint)}")  # fmt: skip
+        n = self.checkpoint.shape[1]
+        if n < 1:
+            raise ValueError("ParkedSlots must hold at least one slot")
+        NL = cfg.num_layers
+        _expect("checkpoint", self.checkpoint, (NL, n, cfg.HV, cfg.V, cfg.K), torch.float32)
+        _expect("conv_state", self.conv_state, (NL, n, cfg.conv_kernel - 1, cfg.channels), cfg.dtype)
+        if cfg.backend == "recurrent":
+            if self.ring is not None or self.cursors is not None:
+                raise ValueError("ParkedSlots of a recurrent pool carry no ring or cursors")
+            return
+        for what, got, names in (("ring", self.ring, _RING), ("cursors", self.cursors, _CURSORS)):
+            if not isinstance(got, dict) or set(got) != set(names):
+                keys = sorted(got) if isinstance(got, dict) else type(got).__name__
+                raise ValueError(f"ParkedSlots.{what} must be a dict of {list(names)}, got {keys}")
+        for name, t in _ring_template(cfg).items():
+            _expect(f"ring[{name!r}]", self.ring[name], (NL, n, *t.shape[1:]), t.dtype)
+        for name in _CURSORS:
+            _expect(f"cursors[{name!r}]", self.cursors[name], (n,), torch.int32)
+        L, T = cfg.ring_len, cfg.window
+        wp, base, flush = (self.cursors[k].cpu().long() for k in _CURSORS)
+        bad = ((wp < 0) | (wp > L - T) | (base < 0) | (base >= L) | (flush != (wp + 2 * T > L).long())).nonzero()
+        if bad.numel():
+            i = int(bad[0, 0])
+            raise ValueError(f"ParkedSlots.cursors of parked slot {i} are not a ring state of L={L}, window={T}: "
+                             f"write_pos={int(wp[i])}, base={int(base[i])}, flush={int(flush[i])}")  # fmt: skip
+
     @property
     def num_slots(self) -> int:
         return self.checkpoint.shape[1]
+
+
+def _desc(t) -> str:
+    return f"{tuple(t.shape)} {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
+
+
+def _expect(name: str, t, shape: tuple, dtype: torch.dtype) -> None:
+    if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+        raise ValueError(f"ParkedSlots.{name} must be a {tuple(shape)} {dtype} tensor, got {_desc(t)}")
+
+
+def _ring_template(cfg: PoolConfig) -> dict[str, torch.Tensor]:
+    """One slot's ring records as the ops allocate them (on the meta device: shapes and dtypes only)."""
+    one = Ring.allocate(1, cfg.H, cfg.HV, cfg.K, cfg.V, L=cfg.ring_len, window=cfg.window, dtype=cfg.dtype,
+                        u_dtype=cfg.u_dtype, device="meta")  # fmt: skip
+    return {name: getattr(one, name.removeprefix("ring_")) for name in _RING}
 
 
 def _gather(pool, slots: torch.Tensor, to: torch.device):
@@ -76,13 +129,19 @@ def offload(pool, slots: torch.Tensor) -> ParkedSlots:
     return ParkedSlots(pool.cfg, *_gather(pool, slots, torch.device("cpu")))
 
 
-def restore(pool, parked: ParkedSlots) -> torch.Tensor:
+def check_restore(pool, parked: ParkedSlots) -> None:
+    """Everything ``restore`` checks before it allocates: the type, the layout, room in the pool."""
     if not isinstance(parked, ParkedSlots):
         raise TypeError(f"parked must be a ParkedSlots, got {type(parked).__name__}")
     theirs, ours = _layout(parked.config), _layout(pool.cfg)
     differ = [f"{k}={theirs[k]} (this pool: {ours[k]})" for k in _LAYOUT if theirs[k] != ours[k]]
     if differ:
         raise ValueError(f"parked slots come from a pool of another layout: {', '.join(differ)}")
+    pool.tracker.check_alloc(parked.num_slots)
+
+
+def restore(pool, parked: ParkedSlots) -> torch.Tensor:
+    check_restore(pool, parked)
     new = pool.alloc(parked.num_slots)
     _scatter(pool, new, parked.checkpoint, parked.conv_state, parked.ring, parked.cursors)
     return new

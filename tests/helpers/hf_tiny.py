@@ -20,8 +20,10 @@ def block_fla():
         sys.modules[name] = None
 
 
-def build(kind: str, path, seed: int = 0):
+def build(kind: str, path, seed: int = 0, rope: dict | None = None):
+    """A random tiny HF model of ``kind`` saved to ``path``; ``rope`` replaces the default RoPE parameters."""
     block_fla()
+    rope = ROPE if rope is None else rope
     from transformers import (
         Qwen3_5Config,
         Qwen3_5ForCausalLM,
@@ -34,16 +36,16 @@ def build(kind: str, path, seed: int = 0):
     torch.manual_seed(seed)
     if kind == "qwen3_next":
         cfg = Qwen3NextConfig(**COMMON, intermediate_size=96, **MOE, norm_topk_prob=True, decoder_sparse_step=1,
-                              mlp_only_layers=[2], rope_parameters=ROPE)  # fmt: skip
+                              mlp_only_layers=[2], rope_parameters=rope)  # fmt: skip
         model = Qwen3NextForCausalLM(cfg)
     elif kind == "qwen3_5_text":
         from transformers import Qwen3_5TextConfig
 
-        cfg = Qwen3_5TextConfig(**COMMON, intermediate_size=96, rope_parameters=dict(ROPE, mrope_section=[2, 1, 1]))
+        cfg = Qwen3_5TextConfig(**COMMON, intermediate_size=96, rope_parameters=dict(rope, mrope_section=[2, 1, 1]))
         model = Qwen3_5ForCausalLM(cfg)
     else:
         kw = dict(COMMON, tie_word_embeddings=True)  # one of the three ties its LM head to the embedding
-        cfg = Qwen3_5MoeTextConfig(**kw, **MOE, rope_parameters=dict(ROPE, mrope_section=[2, 1, 1]))
+        cfg = Qwen3_5MoeTextConfig(**kw, **MOE, rope_parameters=dict(rope, mrope_section=[2, 1, 1]))
         model = Qwen3_5MoeForCausalLM(cfg)
     del Qwen3_5Config
     with torch.no_grad():  # HF initialises norms trivially: randomise them so norm-variant bugs show

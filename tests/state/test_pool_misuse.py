@@ -36,8 +36,12 @@ def _unchanged(pool, before):
 
 
 def _verify_all_layers(pool, slots, x, cu, layers=None):
+    """conv_update + verify of ``layers`` (default all): what one step runs per layer."""
     w = dict(A_log=torch.zeros(HV) - 1, dt_bias=torch.zeros(HV))
+    C = pool.cfg.channels
+    conv_x = torch.randn(cu[-1].item(), C, generator=torch.Generator().manual_seed(1))
     for layer in layers if layers is not None else range(pool.cfg.num_layers):
+        pool.conv_update(layer, conv_x, weight=torch.ones(C, 4), bias=None, slots=slots, cu_seqlens=cu)
         pool.verify(layer, *x.values(), slots=slots, cu_seqlens=cu, **w)
 
 
@@ -57,9 +61,9 @@ def test_misuse_raises_and_changes_nothing(backend):
     assert _unchanged(pool, before)
 
     _verify_all_layers(pool, slots, x, cu, layers=[0])
-    with pytest.raises(SlotError, match=r"has not run layers \[1\]"):
+    with pytest.raises(SlotError, match=r"have not run verify of layers \[1\]"):
         pool.commit(slots, torch.ones(2, dtype=torch.int32))  # a commit that would skip a layer
-    with pytest.raises(SlotError, match="already ran layer 0"):
+    with pytest.raises(SlotError, match="already ran conv_update of layer 0"):
         _verify_all_layers(pool, slots, x, cu, layers=[0])
     _verify_all_layers(pool, slots, x, cu, layers=[1])
     mid = _raw(pool)

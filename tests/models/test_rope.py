@@ -1,0 +1,122 @@
+"""RoPE of the attention layers: YaRN against transformers on the same config and weights, and refusals."""
+
+import json
+
+import pytest
+import torch
+
+from replayssm.models.config import ModelConfig
+from replayssm.models.loader import load_model
+from replayssm.models.step import Step, StepKind
+from replayssm.state import GDNStatePool, PoolConfig
+from replayssm.state.kv import KVCache
+from tests.helpers.hf_tiny import ROPE, build
+
+# Small enough an original context that YaRN's ramp covers the 4 rotary frequencies of the tiny model
+# (head_dim 32 x 0.25): frequency 0 extrapolates, 1 is mixed, 2 and 3 interpolate; cos/sin x 1.139.
+YARN = dict(ROPE, rope_type="yarn", factor=4.0, original_max_position_embeddings=64)
+LOGIT_BOUND = 1e-4  # fp32 on both sides, as in test_hf_parity
+
+
+def _logits(model, ids):
+    c = model.config
+    pool = GDNStatePool(PoolConfig(num_slots=1, num_layers=len(c.gdn_layers), H=c.H, HV=c.HV, K=c.K, V=c.V,
+                                   dtype=torch.float32))  # fmt: skip
+    kv = KVCache(len(c.attention_layers), 1, 256, c.num_kv_heads, c.head_dim, dtype=torch.float32, device="cpu")
+    slot = pool.alloc(1)
+    with torch.no_grad():
+        return model(ids, Step.build(StepKind.PREFILL, slot, ids.shape[0], kv), pool, kv)
+
+
+def _ids(n=48):
+    return torch.randint(3, 256, (n,), generator=torch.Generator().manual_seed(3))
+
+
+def _hf_logits(hf, ids):
+    with torch.no_grad():
+        return hf(ids[None]).logits[0]
+
+
+def _rewrite(path, fn):
+    f = path / "config.json"
+    d = json.loads(f.read_text())
+    fn(d)
+    f.write_text(json.dumps(d))
+
+
+def test_yarn_rope_parameters_match_transformers(tmp_path):
+    hf = build("qwen3_5_text", tmp_path, seed=7, rope=YARN)
+    ids = _ids()
+    ours, ref = _logits(load_model(tmp_path), ids), _hf_logits(hf, ids)
+    assert (ours - ref).abs().max() < LOGIT_BOUND
+    # and YaRN is what made them agree: the same weights with the default RoPE are far off
+
+    def default(d):
+        for k in ("factor", "original_max_position_embeddings"):
+            d["rope_parameters"].pop(k)
+        d["rope_parameters"]["rope_type"] = "default"
+
+    _rewrite(tmp_path, default)
+    plain = _logits(load_model(tmp_path), ids)
+    assert (plain - ref).abs().max() > 100 * LOGIT_BOUND
+
+
+def test_legacy_rope_scaling_block_matches_transformers(tmp_path):
+    """Qwen3-Next style: rope_theta / partial_rotary_factor at the top level, YaRN in a rope_scaling block (what
+    the model cards tell users to add), read by transformers from the same folder."""
+    build("qwen3_next", tmp_path, seed=8, rope=YARN)
+
+    def legacy(d):
+        p = d.pop("rope_parameters")
+        d.update(rope_theta=p["rope_theta"], partial_rotary_factor=p["partial_rotary_factor"],
+                 rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})  # fmt: skip
+
+    _rewrite(tmp_path, legacy)
+    from transformers import Qwen3NextForCausalLM
+
+    hf = Qwen3NextForCausalLM.from_pretrained(tmp_path).float().eval()
+    assert hf.config.rope_parameters["rope_type"] == "yarn"
+    ids = _ids()
+    assert (_logits(load_model(tmp_path), ids) - _hf_logits(hf, ids)).abs().max() < LOGIT_BOUND
+
+
+def _cfg(**change) -> dict:
+    d = dict(model_type="qwen3_5_text", vocab_size=256, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4,
+             linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4, intermediate_size=96,
+             rope_parameters=dict(ROPE))  # fmt: skip
+    d.update(change)
+    return d
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (dict(rope_parameters=dict(ROPE, rope_type="linear", factor=2.0)), "rope_type 'linear' is not supported"),
+        (dict(rope_parameters=dict(ROPE, rope_type="dynamic", factor=2.0)), "rope_type 'dynamic' is not supported"),
+        (dict(rope_parameters=dict(ROPE, rope_type="longrope")), "rope_type 'longrope' is not supported"),
+        (dict(rope_parameters=dict(ROPE, factor=4.0)), r"\['factor'\] are not supported with rope_type 'default'"),
+        (dict(rope_parameters=dict(YARN, low_freq_factor=1.0)), r"\['low_freq_factor'\] are not supported"),
+        (dict(rope_parameters=dict(ROPE), rope_scaling={"type": "yarn", "factor": 4.0}), "both rope_parameters and"),
+        (dict(rope_parameters=None, rope_scaling={"type": "ntk", "factor": 4.0}), "rope_type 'ntk' is not supported"),
+        (dict(rope_parameters=dict(YARN, factor=0.5)), "factor must be >= 1"),
+        (dict(rope_parameters=dict(YARN, original_max_position_embeddings=None)), None),  # falls back: no error
+        (dict(hidden_act="gelu"), "hidden_act 'gelu' is not supported"),
+        (dict(attn_output_gate=False), "attn_output_gate=false is not supported"),
+        (dict(use_sliding_window=True), "use_sliding_window=true is not supported"),
+    ],
+)
+def test_unsupported_rope_or_math_is_refused_at_load(change, message):
+    if message is None:
+        cfg = ModelConfig.from_dict(_cfg(max_position_embeddings=256, **change))
+        assert cfg.rope_scaling.original_max_position_embeddings == 256
+        return
+    with pytest.raises(ValueError, match=message):
+        ModelConfig.from_dict(_cfg(**change))
+
+
+def test_default_rope_reads_both_layouts():
+    new = ModelConfig.from_dict(_cfg(rope_parameters=dict(ROPE, rope_theta=1e6)))
+    old = ModelConfig.from_dict(_cfg(rope_parameters=None, rope_theta=1e6, partial_rotary_factor=0.25,
+                                     rope_scaling=None))  # fmt: skip
+    assert new == old and new.rope_theta == 1e6 and new.rope_scaling is None
