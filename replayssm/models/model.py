@@ -12,11 +12,14 @@ from .layers import MLP, RMSNorm, SparseMoE
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig, i: int, mixer_index: int):
+    """Layer ``i`` of the model (its type and MLP kind from the config); ``layer_type`` overrides the type
+    (the MTP head's layer is full attention, with the MLP kind of layer 0)."""
+
+    def __init__(self, cfg: ModelConfig, i: int, mixer_index: int, *, layer_type: str | None = None):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.is_gdn = cfg.layer_types[i] == "linear_attention"
+        self.is_gdn = (layer_type or cfg.layer_types[i]) == "linear_attention"
         if self.is_gdn:
             self.linear_attn = GatedDeltaNet(cfg, mixer_index)
         else:
@@ -47,7 +50,8 @@ class HybridLM(nn.Module):
     """``forward(ids, step, pool, kv)`` -> logits [N, vocab] for the N = B*T tokens of a step.
 
     ``pool`` is a ``GDNStatePool`` over the model's GDN layers, ``kv`` a ``KVCache`` over its attention
-    layers; the model itself holds no per-request state.
+    layers; the model itself holds no per-request state. ``mtp`` is the multi-token-prediction head
+    (``models.mtp.MTPHead``, tensors ``mtp.*``) when the config has one and it was loaded, else None.
     """
 
     def __init__(self, cfg: ModelConfig):
@@ -55,6 +59,9 @@ class HybridLM(nn.Module):
         self.config = cfg
         self.model = _Body(cfg)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        from .mtp import MTPHead  # mtp.py builds its layer from DecoderLayer above
+
+        self.mtp = MTPHead(cfg) if cfg.mtp_num_hidden_layers else None
         self.tie_weights()
 
     def tie_weights(self) -> None:
@@ -63,11 +70,15 @@ class HybridLM(nn.Module):
         if self.config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(self, ids: torch.Tensor, step, pool, kv, *, last_only: bool = False) -> torch.Tensor:
+    def hidden(self, ids: torch.Tensor, step, pool, kv) -> torch.Tensor:
+        """The final-norm hidden states [N, D] of the step's tokens (what the LM head and the MTP head read)."""
         h = self.model.embed_tokens(ids)
         for layer in self.model.layers:
             h = layer(h, step, pool, kv)
-        h = self.model.norm(h)
+        return self.model.norm(h)
+
+    def forward(self, ids: torch.Tensor, step, pool, kv, *, last_only: bool = False) -> torch.Tensor:
+        h = self.hidden(ids, step, pool, kv)
         if last_only:
             h = h[step.cu_seqlens[1:].long() - 1]
         return self.lm_head(h)
