@@ -17,7 +17,7 @@ from .ring import Ring, RingCursors
 
 
 @triton.jit
-def _ring_commit_kernel(slots, num_accepted, write_pos, base, flush, window, L: tl.constexpr, T: tl.constexpr):
+def _ring_commit_kernel(slots, num_accepted, write_pos, base, flush, pending, L: tl.constexpr, T: tl.constexpr):
     i = tl.program_id(0)
     slot = tl.load(slots + i)
     if slot >= 0:
@@ -31,11 +31,11 @@ def _ring_commit_kernel(slots, num_accepted, write_pos, base, flush, window, L: 
         tl.store(base + slot, new_base)
         tl.store(write_pos + slot, new_wp)
         tl.store(flush + slot, (new_wp + 2 * T > L).to(tl.int32))
-        tl.store(window + slot, 0)
+        tl.store(pending + slot, 0)
 
 
 @triton.jit
-def _ring_mark_folded_kernel(slots, write_pos, base, flush, window, L: tl.constexpr, RESET: tl.constexpr):
+def _ring_mark_folded_kernel(slots, write_pos, base, flush, pending, L: tl.constexpr, RESET: tl.constexpr):
     i = tl.program_id(0)
     slot = tl.load(slots + i)
     if slot >= 0:
@@ -45,7 +45,7 @@ def _ring_mark_folded_kernel(slots, write_pos, base, flush, window, L: tl.conste
             tl.store(base + slot, (tl.load(base + slot) + tl.load(write_pos + slot)) & (L - 1))
         tl.store(write_pos + slot, 0)
         tl.store(flush + slot, 0)
-        tl.store(window + slot, 0)
+        tl.store(pending + slot, 0)
 
 
 def _cursors(ring) -> RingCursors:
@@ -68,19 +68,19 @@ def ring_commit_reference(ring, slots, num_accepted):
         else:
             wp += n
         c.base[slot], c.write_pos[slot] = bs, wp
-        c.flush[slot] = int(wp + 2 * c.max_window > c.L)
-        c.window[slot] = 0
+        c.flush[slot] = int(wp + 2 * c.window > c.L)
+        c.pending[slot] = 0
 
 
 def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, validate: bool = True, impl: str = "auto"):
     """Commit the last verify step: ``num_accepted[i]`` (bonus token included) records of row i's window.
 
     ring: ``Ring`` or ``RingCursors`` (cursors are shared by all layers: call once per step, after
-    every layer's verify). slots: [B] int32, -1 = padding. num_accepted: [B] int32 in [1, window].
+    every layer's verify). slots: [B] int32, -1 = padding. num_accepted: [B] int32 in [1, pending].
     If the step folded (``flush`` set), ``base += write_pos; write_pos = n``; else ``write_pos += n``.
-    Then ``flush = write_pos + 2 * max_window > L``. Mutates the cursors only.
+    Then ``flush = write_pos + 2 * window > L``. Mutates the cursors only.
     With ``validate=True`` (skipped under graph capture) checks slot ids and that every row has a
-    pending window and ``1 <= num_accepted <= window``.
+    pending window and ``1 <= num_accepted <= pending``.
     """
     c = _cursors(ring)
     dev = c.write_pos.device
@@ -88,19 +88,19 @@ def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, valida
     check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=dev)
     if validate and values_checkable(slots):
         ids = check_slots("slots", slots, c.num_slots)
-        windows = c.window.cpu().tolist()
+        pending = c.pending.cpu().tolist()
         for slot, n in zip(ids, num_accepted.cpu().tolist()):
             if slot < 0:
                 continue
-            if windows[slot] == 0:
+            if pending[slot] == 0:
                 raise ValueError(f"slots: slot {slot} has no verified window to commit (verify first)")
-            if not 1 <= n <= windows[slot]:
-                raise ValueError(f"num_accepted={n} for slot {slot} is outside [1, {windows[slot]}] (its window)")
+            if not 1 <= n <= pending[slot]:
+                raise ValueError(f"num_accepted={n} for slot {slot} is outside [1, {pending[slot]}] (its window)")
     if not use_triton(impl, slots):
         return ring_commit_reference(c, slots, num_accepted)
     if slots.shape[0]:
         _ring_commit_kernel[(slots.shape[0],)](
-            slots, num_accepted, c.write_pos, c.base, c.flush, c.window, L=c.L, T=c.max_window, num_warps=1
+            slots, num_accepted, c.write_pos, c.base, c.flush, c.pending, L=c.L, T=c.window, num_warps=1
         )
 
 
@@ -111,7 +111,7 @@ def ring_mark_folded_reference(ring, slots, *, reset=False):
         if slot < 0:
             continue
         c.base[slot] = 0 if reset else (int(c.base[slot]) + int(c.write_pos[slot])) & (c.L - 1)
-        c.write_pos[slot] = c.flush[slot] = c.window[slot] = 0
+        c.write_pos[slot] = c.flush[slot] = c.pending[slot] = 0
 
 
 def _mark(ring, slots, reset, validate, impl):
@@ -123,7 +123,7 @@ def _mark(ring, slots, reset, validate, impl):
         return ring_mark_folded_reference(c, slots, reset=reset)
     if slots.shape[0]:
         _ring_mark_folded_kernel[(slots.shape[0],)](
-            slots, c.write_pos, c.base, c.flush, c.window, L=c.L, RESET=reset, num_warps=1
+            slots, c.write_pos, c.base, c.flush, c.pending, L=c.L, RESET=reset, num_warps=1
         )
 
 

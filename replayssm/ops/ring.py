@@ -15,7 +15,7 @@ materialising ``S_prev``.
 
 Cursors are per slot and shared by all GDN layers (``RingCursors``): ``write_pos`` committed,
 unfolded records; ``base`` the rotating origin (physical index of logical ``i`` is
-``(base + i) & (L - 1)``); ``flush`` fold at the next verify; ``window`` the length of the window
+``(base + i) & (L - 1)``); ``flush`` fold at the next verify; ``pending`` the length of the window
 written by the last verify and not yet committed (0 = nothing pending).
 """
 
@@ -35,38 +35,38 @@ class RingCursors:
     write_pos: torch.Tensor
     base: torch.Tensor
     flush: torch.Tensor
-    window: torch.Tensor
+    pending: torch.Tensor
     L: int
-    max_window: int
+    window: int
 
     @property
     def num_slots(self) -> int:
         return self.write_pos.shape[0]
 
     def clone(self) -> RingCursors:
-        """An independent copy (the cursors of a snapshot or a what-if run)."""
-        return RingCursors(self.write_pos.clone(), self.base.clone(), self.flush.clone(), self.window.clone(),
-                           self.L, self.max_window)  # fmt: skip
+        """An independent copy (the cursors of parked slots or of a what-if run)."""
+        return RingCursors(self.write_pos.clone(), self.base.clone(), self.flush.clone(), self.pending.clone(),
+                           self.L, self.window)  # fmt: skip
 
     @classmethod
-    def allocate(cls, num_slots: int, *, L: int, max_window: int, device=None) -> RingCursors:
-        check_ring_geometry(L, max_window)
+    def allocate(cls, num_slots: int, *, L: int, window: int, device=None) -> RingCursors:
+        check_ring_geometry(L, window)
         if not isinstance(num_slots, int) or num_slots < 1:
             raise ValueError(f"num_slots must be a positive int, got {num_slots!r}")
 
         def z():
             return torch.zeros(num_slots, dtype=torch.int32, device=device)
 
-        return cls(z(), z(), z(), z(), L, max_window)
+        return cls(z(), z(), z(), z(), L, window)
 
 
-def check_ring_geometry(L: int, max_window: int) -> None:
-    if not isinstance(max_window, int) or max_window < 1:
-        raise ValueError(f"max_window must be an int >= 1, got {max_window!r}")
+def check_ring_geometry(L: int, window: int) -> None:
+    if not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an int >= 1, got {window!r}")
     if not isinstance(L, int) or L < 2 or L & (L - 1):
         raise ValueError(f"ring length L must be a power of two, got {L!r}")
-    if L < 2 * max_window:
-        raise ValueError(f"ring length L={L} must be >= 2 * max_window = {2 * max_window}")
+    if L < 2 * window:
+        raise ValueError(f"ring length L={L} must be >= 2 * window = {2 * window}")
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,8 @@ class Ring:
         return self.cursors.L
 
     @property
-    def max_window(self) -> int:
-        return self.cursors.max_window
+    def window(self) -> int:
+        return self.cursors.window
 
     @property
     def num_slots(self) -> int:
@@ -112,7 +112,7 @@ class Ring:
         V: int,
         *,
         L: int,
-        max_window: int,
+        window: int,
         dtype: torch.dtype = torch.bfloat16,
         u_dtype: torch.dtype | None = None,
         device=None,
@@ -120,11 +120,11 @@ class Ring:
     ) -> Ring:
         """Allocate an empty ring. Pass ``cursors`` to share one set of cursors across layers.
 
-        ``L`` must be a power of two and ``>= 2 * max_window``; ``dtype`` is the activation dtype
+        ``L`` must be a power of two and ``>= 2 * window``; ``dtype`` is the activation dtype
         of the raw ``k``/``v`` records, ``u_dtype`` (default ``dtype``) that of the update vectors.
         Records are filled with NaN so that reading a never-written record cannot go unnoticed.
         """
-        check_ring_geometry(L, max_window)
+        check_ring_geometry(L, window)
         for n, x in (("H", H), ("HV", HV), ("K", K), ("V", V)):
             if not isinstance(x, int) or x < 1:
                 raise ValueError(f"{n} must be a positive int, got {x!r}")
@@ -136,11 +136,11 @@ class Ring:
         if u_dtype not in ACT_DTYPES:
             raise TypeError(f"u_dtype must be one of {ACT_DTYPES}, got {u_dtype}")
         if cursors is None:
-            cursors = RingCursors.allocate(num_slots, L=L, max_window=max_window, device=device)
-        elif (cursors.num_slots, cursors.L, cursors.max_window) != (num_slots, L, max_window):
+            cursors = RingCursors.allocate(num_slots, L=L, window=window, device=device)
+        elif (cursors.num_slots, cursors.L, cursors.window) != (num_slots, L, window):
             raise ValueError(
-                f"cursors are for (slots, L, max_window)={(cursors.num_slots, cursors.L, cursors.max_window)}, "
-                f"ring asks {(num_slots, L, max_window)}"
+                f"cursors are for (slots, L, window)={(cursors.num_slots, cursors.L, cursors.window)}, "
+                f"ring asks {(num_slots, L, window)}"
             )
 
         def nan(*shape, dt):

@@ -48,7 +48,7 @@ def _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, d
     if dot_precision not in DOT_PRECISIONS:
         raise ValueError(f"dot_precision must be one of {DOT_PRECISIONS}, got {dot_precision!r}")
     if validate and values_checkable(slots, cu_seqlens):
-        check_cu_seqlens(cu_seqlens, N, B, ring.max_window)
+        check_cu_seqlens(cu_seqlens, N, B, ring.window)
         check_slots("slots", slots, S)
     return N, B, H, HV, K, V
 
@@ -60,7 +60,7 @@ def gdn_replay_verify_reference(
     ``dot_precision`` has no effect on CPU). Materialises S_prev, which the kernel never does."""
     N, H, K = q.shape
     HV, V = v.shape[1:]
-    G = HV // H
+    group = HV // H
     scale = K**-0.5 if scale is None else scale
     g, beta = gating_reference(a, b, A_log, dt_bias)
     o = torch.zeros_like(v) if out is None else out.zero_()
@@ -79,13 +79,13 @@ def gdn_replay_verify_reference(
             checkpoint[slot] = S_prev
             hist = []
         if hist:
-            k_h = l2norm_reference(ring.k[slot][:, hist].float()).repeat_interleave(G, dim=0)  # [HV, c, K]
+            k_h = l2norm_reference(ring.k[slot][:, hist].float()).repeat_interleave(group, dim=0)  # [HV, c, K]
             P = torch.cumsum(ring.g[slot][:, hist], -1)  # [HV, c]
             w = torch.exp(P[:, -1:] - P)
             u_h = ring.u[slot][:, hist].float() * w[..., None]  # [HV, c, V]
             S_prev = torch.exp(P[:, -1])[:, None, None] * S_prev + u_h.transpose(1, 2) @ k_h
-        q_w = l2norm_reference(q[toks].float()).transpose(0, 1).repeat_interleave(G, dim=0) * scale  # [HV, T, K]
-        k_w = l2norm_reference(k[toks].float()).transpose(0, 1).repeat_interleave(G, dim=0)
+        q_w = l2norm_reference(q[toks].float()).transpose(0, 1).repeat_interleave(group, dim=0) * scale  # [HV, T, K]
+        k_w = l2norm_reference(k[toks].float()).transpose(0, 1).repeat_interleave(group, dim=0)
         v_w = v[toks].float().transpose(0, 1)  # [HV, T, V]
         g_w, b_w = g[toks].t(), beta[toks].t()  # [HV, T]
         G_w = torch.cumsum(g_w, -1)
@@ -104,7 +104,7 @@ def gdn_replay_verify_reference(
         ring.g[slot][:, pos] = g_w
         ring.beta[slot][:, pos] = b_w
         ring.u[slot][:, pos] = U.to(ring.u.dtype)
-        c.window[slot] = T
+        c.pending[slot] = T
     return o
 
 
@@ -132,11 +132,11 @@ def gdn_replay_verify(
     q, k: [N, H, K]; v: [N, HV, V]; a, b: [N, HV] (one activation dtype, the ring's); A_log, dt_bias:
     [HV]. checkpoint: [S, HV, V, K] fp32. ring: this layer's ``Ring`` (its cursors are read, not
     moved). slots: [B] int32, -1 = padding (skipped, outputs zero). cu_seqlens: [B+1] int32, every
-    window 1..ring.max_window tokens. ``dot_precision``: "tf32" (default), "tf32x3" or "ieee" for
+    window 1..ring.window tokens. ``dot_precision``: "tf32" (default), "tf32x3" or "ieee" for
     the tensor-core products (the folded state never goes through them).
 
     Mutates: ``checkpoint[slot]`` of rows whose ring says flush (exact fold of their history);
-    the ring records at the window's positions; ``ring.cursors.window`` (pending window length).
+    the ring records at the window's positions; ``ring.cursors.pending`` (pending window length).
     Call ``ring_commit`` once all layers have verified. Returns o: [N, HV, V] in v's dtype (written
     into ``out`` when given).
     """
@@ -159,8 +159,8 @@ def gdn_replay_verify(
     fold_flushing_rows(checkpoint, ring, slots)
     _gdn_replay_verify_kernel[(V // BV, HV, B)](
         q, k, v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
-        ring.k, ring.v, ring.g, ring.beta, ring.u, c.write_pos, c.base, c.flush, c.window, scale,
-        H=H, HV=HV, K=K, V=V, BV=BV, BK=BK, L=ring.L, BT=max(min_t, triton.next_power_of_2(ring.max_window)),
+        ring.k, ring.v, ring.g, ring.beta, ring.u, c.write_pos, c.base, c.flush, c.pending, scale,
+        H=H, HV=HV, K=K, V=V, BV=BV, BK=BK, L=ring.L, BT=max(min_t, triton.next_power_of_2(ring.window)),
         BL=max(min_l, ring.L), DOT_PRECISION=dot_precision, num_warps=num_warps, num_stages=num_stages,
     )  # fmt: skip
     return o

@@ -47,7 +47,7 @@ def _col(x, i, BT: tl.constexpr):
 @triton.jit
 def _gdn_replay_verify_kernel(
     q, k, v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
-    ring_k, ring_v, ring_g, ring_beta, ring_u, write_pos, base, flush, window, scale,
+    ring_k, ring_v, ring_g, ring_beta, ring_u, write_pos, base, flush, pending, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, BK: tl.constexpr,
     L: tl.constexpr, BT: tl.constexpr, BL: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
@@ -166,4 +166,4 @@ def _gdn_replay_verify_kernel(
             tl.store(rg + pos_w, g_w, mask=mask_t)
             tl.store(rb + pos_w, beta_w, mask=mask_t)
             if i_hv == 0:
-                tl.store(window + slot, T)
+                tl.store(pending + slot, T)
