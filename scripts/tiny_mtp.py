@@ -84,9 +84,9 @@ def unrolled_logits(head, embed, lm_head, hidden: torch.Tensor, ids: torch.Tenso
         o = torch.einsum("bgrts,bsgd->btgrd", p[..., : L - 1], vals[0])
         for j, vj in enumerate(vals[1:]):
             o = o + p[..., L - 1 + j].permute(0, 3, 1, 2)[..., None] * vj[:, :, :, None, :]
-        r = r + attn.output(o.reshape(B * (L - 1), nH * hd), gate).view(B, L - 1, D)
-        r = r + layer.mlp(layer.post_attention_layernorm(r))
-        cur = head.norm(r)
+        r = r.reshape(-1, D) + attn.output(o.reshape(B * (L - 1), nH * hd), gate)
+        r = r + layer.mlp(layer.post_attention_layernorm(r))  # rows flattened: the MoE MLP takes [N, D]
+        cur = head.norm(r).view(B, L - 1, D)
         out.append(lm_head(cur))
     return out
 

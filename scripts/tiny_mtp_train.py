@@ -24,14 +24,14 @@ from replayssm.models.mtp import MTPHead
 def add_mtp_args(p) -> None:
     g = p.add_argument_group("MTP head")
     g.add_argument("--mtp-only", action="store_true", help="train only the MTP head of the model already in --out")
-    g.add_argument("--mtp-steps", type=int, default=1000, help="MTP training steps (0: no head)")
+    g.add_argument("--mtp-steps", type=int, default=800, help="MTP training steps (0: no head)")
     g.add_argument("--mtp-batch", type=int, default=8)
     g.add_argument("--mtp-lr", type=float, default=2e-3)
     g.add_argument("--mtp-passes", type=int, default=3, help="draft steps unrolled in training (T-1 of the demo)")
     g.add_argument("--mtp-prompt-len", type=int, default=128)
     g.add_argument("--mtp-gen-tokens", type=int, default=128, help="greedy tokens after each training prompt")
-    g.add_argument("--mtp-gen-seqs", type=int, default=256, help="prompt + greedy continuation sequences")
-    g.add_argument("--mtp-text-seqs", type=int, default=512, help="plain training-text sequences")
+    g.add_argument("--mtp-gen-seqs", type=int, default=160, help="prompt + greedy continuation sequences")
+    g.add_argument("--mtp-text-seqs", type=int, default=384, help="plain training-text sequences")
     g.add_argument("--mtp-eval-seqs", type=int, default=32, help="held-out prompts (validation files) for acceptance")
     g.add_argument("--mtp-eval-every", type=int, default=100)
 
@@ -107,7 +107,8 @@ def train_mtp(out: Path, args, log=print) -> dict:
             acc = acceptance(head, model, hid_eval, seq_eval, P, T)["mtp"]
             head.train()
             curve.append((step + 1, loss.item(), parts, acc, time.time() - t0))
-            log(f"mtp step {step + 1:5d}/{args.mtp_steps}  loss {loss.item():.4f} {['%.3f' % x for x in parts]}  "
+            per_pass = " ".join(f"{x:.3f}" for x in parts)
+            log(f"mtp step {step + 1:5d}/{args.mtp_steps}  loss {loss.item():.4f} ({per_pass})  "
                 f"held-out acceptance {acc:.3f} (n-gram {ngram_eval:.3f})  {time.time() - t0:7.1f}s")  # fmt: skip
             if best is None or acc > best[0]:
                 best = (acc, step + 1, {k: v.detach().clone() for k, v in head.state_dict().items()})
@@ -116,10 +117,32 @@ def train_mtp(out: Path, args, log=print) -> dict:
     save_head(out, head, args.save_dtype)
     reloaded = load_model(out, mtp=True)  # the saved (rounded) head, through the real loader
     saved = acceptance(reloaded.mtp, reloaded, _hidden(reloaded, seq_eval), seq_eval, P, T)
-    res = dict(stats, train_s=train_s, curve=curve, best_step=best[1], best_acc=best[0], saved=saved,
-               params=sum(p.numel() for p in head.parameters()), eval_positions=saved["positions"], window=T)  # fmt: skip
+    res = dict(stats, train_s=train_s, curve=curve, best_step=best[1], best_acc=best[0], saved=saved, window=T,
+               params=sum(p.numel() for p in head.parameters()), eval_positions=saved["positions"])  # fmt: skip
+    write_heldout_prompts(out, args.val_every)
     write_mtp_report(out, args, res)
     return res
+
+
+def write_heldout_prompts(out: Path, val_every: int, n: int = 6, min_chars: int = 160) -> list[dict]:
+    """``heldout_prompts.json``: ``n`` prompts (whole lines from a third of the way into the file, at least
+    ``min_chars`` long) from validation files, which neither the model nor its MTP head was trained on."""
+    from tiny_corpus import stdlib_py_files
+
+    root, _ = stdlib_py_files()
+    names = build_corpus(val_every)[3]["val_names"]
+    prompts = []
+    for name in names[:: max(1, len(names) // n)][:n]:
+        lines = (root / name).read_text().splitlines(keepends=True)
+        i = len(lines) // 3
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+        j = i
+        while j < len(lines) and sum(map(len, lines[i:j])) < min_chars:
+            j += 1
+        prompts.append({"file": name, "line": i + 1, "text": "".join(lines[i:j])})
+    (out / "heldout_prompts.json").write_text(json.dumps(prompts, indent=1) + "\n")
+    return prompts
 
 
 def save_head(out: Path, head: MTPHead, dtype: str) -> None:
@@ -165,7 +188,7 @@ def write_mtp_report(out: Path, args, res: dict) -> None:
         "",
         "```",
     ]
-    lines += [f"{s:6d} {lo:.4f} {' '.join('%.3f' % x for x in parts)} {a:.3f} {t:8.1f}" for s, lo, parts, a, t in
+    lines += [f"{s:6d} {lo:.4f} {' '.join(f'{x:.3f}' for x in parts)} {a:.3f} {t:8.1f}" for s, lo, parts, a, t in
               res["curve"]]  # fmt: skip
     lines += ["```", ""]
     f = out / "TRAINING.md"

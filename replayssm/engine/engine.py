@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .drafter import HostDrafter
 from .runner import ModelRunner
 from .spec import BenchmarkAcceptance, NgramDrafter, accept_greedy, accept_sampling
 
@@ -28,7 +29,7 @@ class Request:
     done: bool = False
     steps: int = 0
     accepted: list[int] = field(default_factory=list)  # num_accepted of every verify step
-    parked: tuple | None = None  # (ParkedSlots, KV cache rows) while preempted
+    parked: tuple | None = None  # ModelRunner.park(): (ParkedSlots, KV cache rows, drafter state) while preempted
 
     @property
     def context(self) -> list[int]:
@@ -36,18 +37,26 @@ class Request:
 
 
 class Engine:
-    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none", or
-    any object with ``propose(context: list[int], k: int) -> list[int]``."""
+    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none",
+    "mtp" (the runner's device drafter: ``RunnerConfig(device_drafter="mtp")``), "auto" (the runner's device
+    drafter if it has one, else n-gram), or a host drafter (``engine.drafter.HostDrafter``)."""
 
-    def __init__(self, runner: ModelRunner, *, drafter: str = "ngram", temperature: float = 0.0, seed: int = 0,
+    def __init__(self, runner: ModelRunner, *, drafter="ngram", temperature: float = 0.0, seed: int = 0,
                  eos_token_id: int | None = None, benchmark_acceptance: BenchmarkAcceptance | None = None):  # fmt: skip
-        if isinstance(drafter, str) and drafter not in ("ngram", "none"):
-            raise ValueError(f"drafter must be 'ngram', 'none' or an object with propose(), got {drafter!r}")
+        if isinstance(drafter, str) and drafter not in ("ngram", "none", "mtp", "auto"):
+            raise ValueError(f"drafter must be 'ngram', 'none', 'mtp', 'auto' or a HostDrafter, got {drafter!r}")
+        if not isinstance(drafter, str) and not isinstance(drafter, HostDrafter):
+            raise TypeError(f"a drafter object needs propose(context, k), got {type(drafter).__name__}")
+        if drafter == "mtp" and runner.drafter is None:
+            raise ValueError("drafter='mtp' needs a runner built with RunnerConfig(device_drafter='mtp')")
         if benchmark_acceptance is not None and not isinstance(benchmark_acceptance, BenchmarkAcceptance):
             raise TypeError("benchmark_acceptance must be a BenchmarkAcceptance")
+        if drafter == "auto":
+            drafter = "mtp" if runner.drafter is not None else "ngram"
         self.runner = runner
         self.window = runner.cfg.window if drafter != "none" else 1
-        self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter == "none" else drafter)
+        self.on_device = drafter == "mtp" and self.window > 1  # drafts written inside the runner's step
+        self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter in ("none", "mtp") else drafter)
         self.temperature, self.eos = temperature, eos_token_id
         self.gen = torch.Generator().manual_seed(seed)
         self.bench = benchmark_acceptance
@@ -104,10 +113,15 @@ class Engine:
             return any(not r.done for r in self.requests)
         T = self.window
         kind = "decode" if T == 1 else "verify"
-        drafts = [self._drafts(r, T - 1) for r in batch]
-        tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
-                               zip(batch, drafts)], dtype=torch.long)  # fmt: skip
-        logits = self.runner.step(kind, [r.slot for r in batch], tokens)
+        if self.on_device:
+            last = torch.tensor([r.generated[-1] for r in batch], dtype=torch.long)
+            logits, window = self.runner.draft_and_verify([r.slot for r in batch], last)
+            drafts = window[:, 1:].tolist()
+        else:
+            drafts = [self._drafts(r, T - 1) for r in batch]
+            tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
+                                   zip(batch, drafts)], dtype=torch.long)  # fmt: skip
+            logits = self.runner.step(kind, [r.slot for r in batch], tokens)
         results = self._accept(logits, drafts)
         self.runner.commit([r.slot for r in batch], [n for n, _ in results], kind)
         for r, (n, new) in zip(batch, results):
@@ -140,17 +154,13 @@ class Engine:
         return self.requests
 
     def preempt(self, r: Request) -> None:
-        """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV) to the CPU; free its slot."""
+        """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV, drafter) to the CPU; free
+        its slot."""
         if r.slot is None:
             raise ValueError(f"request {r.id} is not running")
-        s = torch.tensor([r.slot], dtype=torch.int32, device=self.runner.device)
-        r.parked = (self.runner.pool.offload(s), self.runner.kv.gather(s))
-        self.runner.free(r.slot)
-        r.slot = None
+        r.parked, r.slot = self.runner.park(r.slot), None
 
     def resume(self, r: Request) -> None:
         if r.parked is None:
             raise ValueError(f"request {r.id} is not preempted")
-        slot = self.runner.pool.restore(r.parked[0])
-        self.runner.kv.scatter(slot, r.parked[1])
-        r.slot, r.parked = int(slot[0]), None
+        r.slot, r.parked = self.runner.unpark(r.parked), None

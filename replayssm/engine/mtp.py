@@ -22,7 +22,7 @@ from ..state.kv import KVCache
 
 
 class MTPDrafter:
-    """Device drafter (see ``engine.drafter.DeviceDrafter``) over ``num_slots`` slots, window ``window``."""
+    """``engine.drafter.DeviceDrafter`` with the model's MTP head, over ``num_slots`` slots, window ``window``."""
 
     def __init__(self, model: HybridLM, *, num_slots: int, max_len: int, window: int):
         if model.mtp is None:
@@ -86,11 +86,11 @@ class MTPDrafter:
         return torch.stack(drafts, 1)
 
     def observe(self, step: Step, window: torch.Tensor, hidden: torch.Tensor) -> None:
-        """Inside the step, after the verify: window [B, T] the verified tokens, hidden [B*T, D] their
-        final-norm hidden states."""
-        rows = step.kv_rows
-        self.tokens[rows] = window
-        self.hidden[rows] = hidden.view(step.B, self.window, -1)
+        """Inside the step, after the forward: window [B, T'] the tokens run (T' = T for a verify, 1 for a
+        plain decode step, which keeps the state consistent), hidden [B*T', D] their final-norm hidden states."""
+        rows, n = step.kv_rows, window.shape[1]
+        self.tokens[rows, :n] = window
+        self.hidden[rows, :n] = hidden.view(step.B, n, -1)
 
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
         """With the runner's commit: the accepted count of every row of the step (on the device)."""
