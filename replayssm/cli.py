@@ -19,7 +19,14 @@ def _cmd_demo(args) -> int:
         from .demo import print_model_demo, run_model_demo
 
         res = run_model_demo(max_new_tokens=args.max_new_tokens, device=args.device, window=args.window)
-        return 0 if print_model_demo(res, args.window) else 1
+        ok = print_model_demo(res, args.window)
+        if args.json:
+            import json
+            from pathlib import Path
+
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+        return 0 if ok else 1
     from .layer_demo import LayerDemoConfig, run_layer_demo
 
     cfg = LayerDemoConfig(steps=args.steps, batch=args.batch, window=args.window, ring_len=args.ring,
@@ -129,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--ring", type=int, default=16, help="--layer: ring length L (power of two, >= 2T)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    d.add_argument("--json", default=None, help="also write the results (tokens, accepted length per prompt) here")
     d.set_defaults(fn=_cmd_demo)
 
     gen = sub.add_parser("generate", help="generate text from a model folder")
