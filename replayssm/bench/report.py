@@ -19,7 +19,10 @@ def environment() -> dict:
         commit = ""
     import triton
 
+    from .. import __version__
+
     return {
+        "replayssm": __version__,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "torch": torch.__version__,
@@ -30,7 +33,8 @@ def environment() -> dict:
 
 
 def header(env: dict) -> str:
-    return f"{env['gpu']} | torch {env['torch']} | triton {env['triton']} | commit {env['commit']} | {env['date']}"
+    return (f"{env['gpu']} | replayssm {env.get('replayssm', '?')} commit {env['commit']} | torch {env['torch']} | "
+            f"triton {env['triton']} | {env['date']}")  # fmt: skip
 
 
 def format_table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:
