@@ -70,7 +70,7 @@ def _init_head(model):
     return head
 
 
-def train_mtp(out: Path, args, log=print) -> dict:
+def train_mtp(out: Path, args, log=print, command: str = "") -> dict:
     torch.manual_seed(args.seed + 2)
     model = load_model(out)
     for p in model.parameters():
@@ -117,8 +117,9 @@ def train_mtp(out: Path, args, log=print) -> dict:
     save_head(out, head, args.save_dtype)
     reloaded = load_model(out, mtp=True)  # the saved (rounded) head, through the real loader
     saved = acceptance(reloaded.mtp, reloaded, _hidden(reloaded, seq_eval), seq_eval, P, T)
-    res = dict(stats, train_s=train_s, curve=curve, best_step=best[1], best_acc=best[0], saved=saved, window=T,
-               params=sum(p.numel() for p in head.parameters()), eval_positions=saved["positions"])  # fmt: skip
+    res = dict(stats, command=command, train_s=train_s, curve=curve, best_step=best[1], best_acc=best[0],
+               saved=saved, window=T, params=sum(p.numel() for p in head.parameters()),
+               eval_positions=saved["positions"])  # fmt: skip
     write_heldout_prompts(out, args.val_every)
     write_mtp_report(out, args, res)
     return res
@@ -162,12 +163,23 @@ def save_head(out: Path, head: MTPHead, dtype: str) -> None:
 def write_mtp_report(out: Path, args, res: dict) -> None:
     keys = sorted(k for k in vars(args) if k.startswith("mtp_") and k != "mtp_only")
     resolved = json.dumps({k: getattr(args, k) for k in keys}, sort_keys=True)
+    import datetime
+    import platform
+
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "## MTP head",
         "",
-        "Trained by `scripts/train_tiny.py` after the main model (or alone: `--mtp-only`), main model frozen:",
-        f"`{resolved}`",
+        "Trained by `scripts/train_tiny.py` after the main model (or alone: `--mtp-only`), main model frozen",
+        "(its tensors are not rewritten):",
         "",
+        "```",
+        res["command"],
+        "```",
+        "",
+        f"Resolved MTP arguments: `{resolved}`",
+        "",
+        f"- date: {date}; machine: {platform.machine()}, {args.threads} torch threads; torch {torch.__version__}",
         f"- one full-attention decoder layer + `fc` + three norms ({res['params']:,} parameters), warm-started "
         "from the main model's last attention layer; embedding and LM head shared with the main model",
         f"- data: {args.mtp_gen_seqs} sequences of a {args.mtp_prompt_len}-byte prompt (a random line start in the "

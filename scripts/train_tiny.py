@@ -186,8 +186,9 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    command = "python scripts/train_tiny.py " + " ".join(shlex.quote(a) for a in argv_list)
     if args.mtp_only:
-        return {"mtp": train_mtp(out, args, log=lambda m: print(m, flush=True))}
+        return {"mtp": train_mtp(out, args, log=lambda m: print(m, flush=True), command=command)}
 
     # tokenizer
     tok = build_tokenizer()
@@ -274,7 +275,7 @@ def main(argv=None):
     )  # fmt: skip
     res = {"val_loss": val_loss, "saved_val_loss": saved_val, "train_loss_ema": ema, "params": n_params}
     if args.mtp_steps > 0:
-        res["mtp"] = train_mtp(out, args, log=lambda m: print(m, flush=True))
+        res["mtp"] = train_mtp(out, args, log=lambda m: print(m, flush=True), command=command)
     return res
 
 

@@ -64,6 +64,13 @@ def test_mtp_greedy_equals_plain_random_weights(mtp_model):
     _check_equals_plain(mtp_model, _prompts(), 40)
 
 
+def test_mtp_greedy_equals_plain_embedded_model():
+    """The trained head of the embedded model accepts several tokens per step: exercises long catch-ups."""
+    model = load_model(ASSET, mtp=True)
+    prompts = [list(s.encode()) for s in ("import os\nimport sys\n\n\ndef main(", "class Parser:\n    def ")]
+    _check_equals_plain(model, prompts, 48, min_mean=1.8)
+
+
 def test_drafter_cache_rollback_matches_recompute(mtp_model):
     """Random acceptance and random bonus tokens; after every step the live drafter's cache entries of the
     committed positions and its next drafts equal those of a drafter that prefilled the same tokens."""
