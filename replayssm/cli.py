@@ -74,16 +74,17 @@ def _cmd_memory(args) -> int:
     import json
     from pathlib import Path
 
-    from .state.memory import DTYPE_BYTES, format_plan, plan_memory
-    from .state.presets import PRESETS, geometry_from_config
+    from .models.config import ModelConfig
+    from .models.memory import DTYPE_BYTES, format_plan, plan_memory
+    from .models.presets import PRESETS, preset
 
     if args.model in PRESETS:
-        geo = PRESETS[args.model]
+        cfg = preset(args.model)
     elif Path(args.model).is_file():
-        geo = geometry_from_config(args.model)
+        cfg = ModelConfig.from_file(args.model)
     else:
         raise SystemExit(f"--model: {args.model!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json file")
-    plan = plan_memory(geo, tp=args.tp, T=args.window, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
+    plan = plan_memory(cfg, name=args.model, tp=args.tp, T=args.window, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
                        budget_bytes=int(args.budget_gib * 2**30), context=args.context)  # fmt: skip
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
     return 0

@@ -3,35 +3,25 @@ on both backends, with the accepted length of every prompt."""
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import torch
 
 from .engine.engine import Engine
 from .engine.runner import ModelRunner, RunnerConfig
 from .models.loader import load_model, load_tokenizer
+from .tiny import TINY_MODEL, TINY_PROMPTS, heldout_prompts
 
-ASSET = Path(__file__).parent / "assets" / "tiny"
-PROMPTS = (
-    "import os\nimport sys\n\n\ndef main(",
-    "class Parser:\n    def __init__(self, text):\n",
-    "    for i in range(",
-)
 # (backend, shadow backend, drafter): every speculative run of the demo
 RUNS = (("recurrent", None, "ngram"), ("recurrent", None, "mtp"), ("replay", None, "ngram"), ("replay", None, "mtp"),
         ("replay", "recurrent", "mtp"))  # fmt: skip
 
 
-def demo_prompts(model_dir=ASSET) -> list[tuple[str, str]]:
-    """(label, text): the demo prompts, then the held-out ones shipped with the model (``heldout_prompts.json``:
-    windows of source files that neither the model nor its MTP head was trained on)."""
-    out = [(f"demo {i}", p) for i, p in enumerate(PROMPTS)]
-    f = Path(model_dir) / "heldout_prompts.json"
-    if f.is_file():
-        out += [(f"held-out {p['file']}", p["text"]) for p in json.loads(f.read_text())]
-    return out
+def demo_prompts(model_dir=TINY_MODEL) -> list[tuple[str, str]]:
+    """(label, text): the demo prompts, then the held-out ones shipped with the model."""
+    return [(f"demo {i}", p) for i, p in enumerate(TINY_PROMPTS)] + [
+        (f"held-out {p['file']}", p["text"]) for p in heldout_prompts(model_dir)
+    ]
 
 
 def _run(runner: ModelRunner, prompts: list[list[int]], max_new: int, drafter: str, check_lockstep=False) -> dict:
@@ -43,7 +33,7 @@ def _run(runner: ModelRunner, prompts: list[list[int]], max_new: int, drafter: s
         steps += 1
         live = [r.slot for r in reqs if r.slot is not None]
         if check_lockstep and live:
-            bitwise &= runner.pool.states_equal(torch.tensor(live, dtype=torch.int32, device=runner.device))
+            bitwise &= runner.states_equal(live)
     dt = time.perf_counter() - t0
     acc = [a for r in reqs for a in r.accepted]
     return {"tokens": [r.generated for r in reqs], "tokens_per_s": sum(len(r.generated) for r in reqs) / dt,
@@ -51,7 +41,7 @@ def _run(runner: ModelRunner, prompts: list[list[int]], max_new: int, drafter: s
             "per_prompt": [sum(r.accepted) / len(r.accepted) for r in reqs]}  # fmt: skip
 
 
-def run_model_demo(model_dir=ASSET, max_new_tokens: int = 96, device=None, window: int = 4) -> dict:
+def run_model_demo(model_dir=TINY_MODEL, max_new_tokens: int = 96, device=None, window: int = 4) -> dict:
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     model = load_model(model_dir, mtp="auto", dtype=dtype, device=device)
@@ -72,18 +62,17 @@ def run_model_demo(model_dir=ASSET, max_new_tokens: int = 96, device=None, windo
             continue
         r = runner(backend, shadow, drafter="mtp" if drafter == "mtp" else None)
         res = _run(r, prompts, max_new_tokens, drafter, check_lockstep=shadow is not None)
-        pool = r.pool.primary if shadow else r.pool
-        mem = pool.memory_report()
+        mem = r.memory_report()
         res.update(same_tokens_as_plain=res["tokens"] == plain["tokens"], lockstep=shadow is not None,
                    speculative_scratch_bytes=mem["speculative_scratch"] + mem["rings"])  # fmt: skip
         out["runs"][f"{backend}+{shadow}-lockstep/{drafter}" if shadow else f"{backend}/{drafter}"] = res
-    out["samples"] = [(text, tok.decode(t)) for (_, text), t in zip(labelled[: len(PROMPTS)], plain["tokens"])]
+    out["samples"] = [(text, tok.decode(t)) for (_, text), t in zip(labelled[: len(TINY_PROMPTS)], plain["tokens"])]
     return out
 
 
 def print_model_demo(res: dict, window: int) -> bool:
     head = "and its MTP head" if res["mtp"] else "(no MTP head: n-gram drafts only)"
-    print(f"replayssm demo: embedded hybrid GDN model ({ASSET.name}) {head}, window T={window}, {res['device']}")
+    print(f"replayssm demo: embedded hybrid GDN model ({TINY_MODEL.name}) {head}, window T={window}, {res['device']}")
     for prompt, text in res["samples"]:
         print("-" * 72)
         print(prompt + text)

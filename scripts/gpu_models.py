@@ -44,9 +44,9 @@ def big_model(layers: int, new_tokens: int = 48):
         while eng.step():
             steps += 1
             if shadow:
-                live = torch.tensor([r.slot for r in reqs if r.slot is not None], dtype=torch.int32, device=DEV)
-                if live.numel():
-                    bitwise &= eng.runner.pool.states_equal(live)
+                live = [r.slot for r in reqs if r.slot is not None]
+                if live:
+                    bitwise &= eng.runner.states_equal(live)
         if DEV == "cuda":
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0

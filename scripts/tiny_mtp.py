@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from replayssm.engine.engine import Engine
 from replayssm.engine.runner import ModelRunner, RunnerConfig
 from replayssm.engine.spec import NgramDrafter
-from replayssm.models.step import Step
+from replayssm.models.step import Step, StepKind
 
 
 @torch.no_grad()
@@ -23,7 +23,7 @@ def main_hidden(model, ids: torch.Tensor) -> torch.Tensor:
     B, L = ids.shape
     runner = ModelRunner(model, RunnerConfig(backend="recurrent", max_slots=B, max_len=L + 4, window=1))
     slots = runner.pool.alloc(B)
-    step = Step.build("prefill", slots, L, runner.kv)
+    step = Step.build(StepKind.PREFILL, slots, L, runner.kv)
     return model.hidden(ids.reshape(-1), step, runner.pool, runner.kv).view(B, L, -1)
 
 

@@ -20,7 +20,7 @@ import torch
 from ..engine.engine import Engine
 from ..engine.runner import ModelRunner, RunnerConfig
 from ..engine.spec import BenchmarkAcceptance
-from ..models.step import Step
+from ..models.step import Step, StepKind
 from .timing import capture, time_graph
 
 MODES = ("plain", "recurrent", "replay", "replay-mtp")
@@ -59,11 +59,11 @@ def _draft_ms(runner: ModelRunner, C: int) -> float:
     """The device drafter's work of one step (catch-up + T-1 drafts), alone, as a CUDA graph."""
     slots = torch.arange(C, dtype=torch.int32, device=runner.device)
     last = torch.zeros(C, dtype=torch.long, device=runner.device)
-    step = Step.build("verify", slots, runner.cfg.window, runner.kv, contiguous=True)
+    step = Step.build(StepKind.VERIFY, slots, runner.cfg.window, runner.kv, contiguous=True)
     return time_graph(capture(lambda: runner.drafter.propose(step, last)), replays=5, trials=3) * 1e3
 
 
-def _phase_times(runner: ModelRunner, kind: str, C: int, T: int, accept) -> dict:
+def _phase_times(runner: ModelRunner, kind: StepKind, C: int, T: int, accept) -> dict:
     """GDN state work alone, over all GDN layers, with the live pool: (conv + verify/decode + commit) and commit."""
     mc, pool, dev, dt = runner.model.config, runner.pool, runner.device, runner.dtype
     g = torch.Generator(device=dev).manual_seed(1)
@@ -77,12 +77,12 @@ def _phase_times(runner: ModelRunner, kind: str, C: int, T: int, accept) -> dict
     def gdn_only():
         for i, m in enumerate(layers):
             pool.conv_update(i, x["mixed"], weight=m.conv1d.weight[:, 0, :], bias=None, slots=slots, cu_seqlens=cu)
-            fn = pool.decode if kind == "decode" else pool.verify
+            fn = pool.decode if kind is StepKind.DECODE else pool.verify
             fn(i, x["q"], x["k"], x["v"], x["a"], x["b"], A_log=m.A_log, dt_bias=m.dt_bias, slots=slots, cu_seqlens=cu)
         commit()
 
     def commit():
-        pool.commit(slots, None if kind == "decode" else accept())
+        pool.commit(slots, accept())
 
     t_all = time_graph(capture(gdn_only), replays=5, trials=3)
     t_commit = time_graph(capture(commit), replays=5, trials=3)
@@ -116,7 +116,7 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts) -> dict:
         step_ms.append(ms)
         tpot += [ms / n for n in emitted if n > 0]
         tokens += sum(emitted)
-    mem = runner.pool.memory_report()
+    mem = runner.memory_report()
     row = {
         "mode": mode, "C": C, "T": T, "steps": cfg.steps, "tokens": tokens,
         "tokens_per_s": tokens / (sum(step_ms) / 1e3), "step_ms_median": statistics.median(step_ms),
@@ -125,9 +125,8 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts) -> dict:
         "speculative_scratch_bytes": mem["speculative_scratch"], "ring_bytes": mem["rings"],
         "state_bytes": mem["total"],
     }  # fmt: skip
-    full = torch.full((C,), T, dtype=torch.int32, device=runner.device)
-    accept = (lambda: full) if mode != "plain" else None
-    row.update(_phase_times(runner, "decode" if mode == "plain" else "verify", C, T, accept))
+    full = torch.full((C,), T, dtype=torch.int32, device=runner.device)  # T = 1 for plain decode
+    row.update(_phase_times(runner, StepKind.DECODE if mode == "plain" else StepKind.VERIFY, C, T, lambda: full))
     row["draft_ms"] = _draft_ms(runner, C) if runner.drafter is not None else 0.0
     row["draft_share"] = row["draft_ms"] / row["step_ms_median"]
     row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"] - row["draft_ms"]

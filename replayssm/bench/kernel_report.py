@@ -9,8 +9,9 @@ _TIMES = ("recurrent_us", "replay_random_us", "replay_nonflush_us", "replay_flus
 
 def derive(row: dict, impls: list[str]) -> dict:
     """Adds ``{impl}/{time}_x_floor`` for every time, ``replayssm/speedup_vs_recurrent`` (our recurrent
-    / our replay), ``replayssm/speedup_vs_{peer}`` (peer replay / our replay) and
-    ``replayssm/recurrent_vs_{peer}`` (our recurrent / peer recurrent; target <= 1.05)."""
+    / our replay), ``replayssm/speedup_vs_{peer}`` (peer replay / our replay),
+    ``replayssm/recurrent_vs_{peer}`` (our recurrent / peer recurrent; target <= 1.05), and the same
+    two against the fastest peer (``..._fastest_peer``)."""
     for impl in impls:
         for t in _TIMES:
             if f"{impl}/{t}" in row:
@@ -25,6 +26,13 @@ def derive(row: dict, impls: list[str]) -> dict:
             row[f"{OURS}/speedup_vs_{impl}"] = row[f"{impl}/replay_random_us"] / ours_replay
         if ours_rec and f"{impl}/recurrent_us" in row:
             row[f"{OURS}/recurrent_vs_{impl}"] = ours_rec / row[f"{impl}/recurrent_us"]
+    peers = [i for i in impls if i != OURS]
+    best_replay = min((row[f"{i}/replay_random_us"] for i in peers if f"{i}/replay_random_us" in row), default=None)
+    best_rec = min((row[f"{i}/recurrent_us"] for i in peers if f"{i}/recurrent_us" in row), default=None)
+    if ours_replay and best_replay:
+        row[f"{OURS}/speedup_vs_fastest_peer"] = best_replay / ours_replay
+    if ours_rec and best_rec:
+        row[f"{OURS}/recurrent_vs_fastest_peer"] = ours_rec / best_rec
     return row
 
 
@@ -33,12 +41,16 @@ def short(impl: str) -> str:
 
 
 def table_columns(impls: list[str]) -> list[tuple[str, str, str]]:
-    """(key, title, format) of the printed table: times of every backend, floor, our x floor, fold costs."""
+    """(key, title, format) of the printed table: times of every backend, floor, our x floor, fold costs,
+    our speedup over the fastest peer ReplaySSM and our recurrent over the fastest peer recurrent."""
     cols = [("T", "T", "d"), ("L", "L", "d"), ("B", "B", "d")]
     cols += [(f"{i}/recurrent_us", f"rec {short(i)}", ".1f") for i in impls]
     cols += [(f"{i}/replay_random_us", f"rep {short(i)}", ".1f") for i in impls]
     cols += [("floor_us", "floor", ".1f"), (f"{OURS}/replay_random_x_floor", "ours xfl", ".2f")]
     cols += [(f"{i}/fold_us_per_record", f"fold/rec {short(i)}", ".1f") for i in impls]
+    if len(impls) > 1:
+        cols += [(f"{OURS}/speedup_vs_fastest_peer", "x best sgl", ".2f"),
+                 (f"{OURS}/recurrent_vs_fastest_peer", "rec/sgl", ".2f")]  # fmt: skip
     return cols
 
 
@@ -63,4 +75,4 @@ def point_line(row: dict, impls: list[str]) -> str:
         parts.append("REFUSED (gate failed): " + ", ".join(row["refused"]))
     if row.get("errors"):
         parts.append("ERROR while timing: " + ", ".join(row["errors"]))
-    return f"T={row['T']} L={row['L']} B={row['B']}: " + " | ".join(parts)
+    return f"T={row['T']} L={row['L']} B={row['B']} ({row['wall_s']:.1f} s): " + " | ".join(parts)

@@ -91,14 +91,17 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
         print(point_line(row, impls), flush=True)
         write_json(out_dir / f"{tag}.json", payload)
         if B == cfg.batches[-1]:
-            plot_lines(out_dir / f"{tag}.png", plot_panels(payload["points"], impls), "B", "us per layer-step",
-                       header(env))  # fmt: skip
+            _plot(out_dir / f"{tag}.png", payload["points"], impls, env)
     payload["table"] = format_table(payload["points"], table_columns(impls))
     payload["wall_s"] = time.perf_counter() - t_start
     write_json(out_dir / f"{tag}.json", payload)
     if payload["points"]:
-        plot_lines(out_dir / f"{tag}.png", plot_panels(payload["points"], impls), "B", "us per layer-step", header(env))
+        _plot(out_dir / f"{tag}.png", payload["points"], impls, env)
     print(payload["table"], flush=True)
     if payload["skipped"]:
         print(f"--max-seconds: {len(payload['skipped'])} points not started", flush=True)
     return payload
+
+
+def _plot(path: Path, points: list[dict], impls: list[str], env: dict) -> None:
+    plot_lines(path, plot_panels(points, impls), "B", "us per layer-step", header(env), ncols=4)

@@ -106,7 +106,7 @@ def make_case(geo: GDNShape, B: int, T: int, L: int, layers: int, dtype, *, acce
         "v": torch.empty(N, geo.HV, geo.V, dtype=dtype, device=device),
         "a": torch.empty(N, geo.HV, dtype=dtype, device=device),
         "b": torch.empty(N, geo.HV, dtype=dtype, device=device),
-        "mixed_qkv": torch.empty(N, 2 * geo.H * geo.K + geo.HV * geo.V, dtype=dtype, device=device),
+        "mixed_qkv": torch.empty(N, geo.conv_channels, dtype=dtype, device=device),
         "A_log": torch.rand(geo.HV, device=device, generator=g) - 1.0,
         "dt_bias": torch.randn(geo.HV, device=device, generator=g) * 0.5,
         "cu_seqlens": torch.arange(0, N + 1, T, dtype=torch.int32, device=device),

@@ -36,12 +36,13 @@ class LLM:
     ``drafter``: "mtp" (the model's MTP head, drafting on the device inside the step), "ngram" (prompt
     lookup), "auto" (MTP when the checkpoint has an MTP head, else n-gram) or "none"; ``self.drafter``
     says which one runs. ``device``/``dtype`` default to CUDA/bf16 when a GPU is present, else CPU/fp32.
-    ``max_slots`` bounds concurrent requests, ``max_len`` their length.
+    ``max_slots`` bounds concurrent requests, ``max_len`` their length. ``shadow_backend``: run a second
+    GDN state pool of that backend in lockstep (``runner.states_equal``).
     """
 
     def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", window: int = 4,
                  drafter: str = "auto", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
-                 ring_len: int = 16, cuda_graphs: bool = True):  # fmt: skip
+                 ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None):  # fmt: skip
         if drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {DRAFTERS}, got {drafter!r}")
         if window < 1:
@@ -65,6 +66,7 @@ class LLM:
         self.drafter = drafter
         self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
                                           ring_len=ring_len, cuda_graphs=cuda_graphs,
+                                          shadow_backend=shadow_backend,
                                           device_drafter="mtp" if drafter == "mtp" else None)  # fmt: skip
         self.runner = ModelRunner(self.model, self.runner_config)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..models.model import HybridLM
-from ..models.step import Step
+from ..models.step import Step, StepKind
 from ..state.kv import KVCache
 
 
@@ -55,7 +55,7 @@ class MTPDrafter:
             rows = self.kv.rows(s)
             start = torch.zeros(1, dtype=torch.long, device=ids.device)
             cu = torch.tensor([0, P - 1], dtype=torch.int32, device=ids.device)
-            step = Step("prefill", s, cu, start, torch.arange(P - 1, device=ids.device), rows, P - 1)
+            step = Step(StepKind.PREFILL, s, cu, start, torch.arange(P - 1, device=ids.device), rows, P - 1)
             self._head(hidden[:-1], ids[1:], step)
         self.hidden[slot, 0] = hidden[-1]
         self.tokens[slot, 0] = ids[-1]
@@ -73,14 +73,15 @@ class MTPDrafter:
         ids = torch.cat([self.tokens[rows, 1:], last[:, None]], 1)
         ids = torch.where(j[None, :] == (n - 1)[:, None], last[:, None], ids)  # bonus after the last accepted row
         cu = torch.arange(0, B * T + 1, T, dtype=torch.int32, device=dev)
-        catch_up = Step("verify", step.slots, cu, base, (base[:, None] + j).reshape(-1), rows, T, step.contiguous)
+        pos = (base[:, None] + j).reshape(-1)
+        catch_up = Step(StepKind.VERIFY, step.slots, cu, base, pos, rows, T, step.contiguous)
         out = self._head(self.hidden[rows].reshape(B * T, -1), ids.reshape(-1), catch_up)
         h = out.view(B, T, -1)[torch.arange(B, device=dev), n - 1]  # [B, D]: the last accepted row
         drafts = [self._draft(h)]
         cu1 = torch.arange(0, B + 1, dtype=torch.int32, device=dev)
         for k in range(1, T - 1):
             pos = step.start + k - 1
-            one = Step("verify", step.slots, cu1, pos, pos, rows, 1, step.contiguous)
+            one = Step(StepKind.VERIFY, step.slots, cu1, pos, pos, rows, 1, step.contiguous)
             h = self._head(h, drafts[-1], one)
             drafts.append(self._draft(h))
         return torch.stack(drafts, 1)

@@ -126,8 +126,9 @@ def test_run_writes_json_keys_table_and_png(tmp_path):
                 "replayssm/recurrent_vs_sglang-9.9", "replayssm/speedup_vs_recurrent", "floor_us"):  # fmt: skip
         assert key in row, key
     assert row["replayssm/speedup_vs_sglang-9.9"] == pytest.approx(1.0)
+    assert row["replayssm/speedup_vs_fastest_peer"] == pytest.approx(1.0) == row["replayssm/recurrent_vs_fastest_peer"]
     assert saved["impls"] == [OURS, "sglang-9.9"] and "9.9" in saved["env"]["sglang"]
-    assert "rep 9.9" in payload["table"] and "fold/rec ours" in payload["table"]
+    assert all(t in payload["table"] for t in ("rep 9.9", "fold/rec ours", "x best sgl", "rec/sgl"))
     assert (tmp_path / "kernels.png").stat().st_size > 0
 
 
@@ -252,3 +253,15 @@ def test_point_survives_backends_that_raise():
     assert row["gates"]["sglang-9.9/replay"]["reason"] == "raised RuntimeError: no kernel for this GPU"
     assert row["errors"] == {f"{OURS}/replay": "RuntimeError: boom"}
     assert f"{OURS}/replay_random_us" not in row and "sglang-9.9/recurrent_us" in row
+
+
+def test_derive_ratios_point_the_right_way():
+    from replayssm.bench.kernel_report import derive
+
+    row = {"floor_us": 25.0, f"{OURS}/replay_random_us": 50.0, f"{OURS}/recurrent_us": 100.0}
+    row.update({"sglang-a/replay_random_us": 100.0, "sglang-b/replay_random_us": 80.0, "sglang-b/recurrent_us": 95.0})
+    derive(row, [OURS, "sglang-a", "sglang-b"])
+    assert row[f"{OURS}/replay_random_x_floor"] == 2.0 and row[f"{OURS}/speedup_vs_recurrent"] == 2.0
+    assert row[f"{OURS}/speedup_vs_sglang-a"] == 2.0 and row[f"{OURS}/speedup_vs_fastest_peer"] == 1.6
+    assert row[f"{OURS}/recurrent_vs_fastest_peer"] == pytest.approx(100 / 95)
+    assert f"{OURS}/recurrent_vs_sglang-a" not in row

@@ -44,7 +44,7 @@ def _generate(runner, drafter, prompts, n_new, arrivals=(0, 3, 8), check_states=
     while eng.step():
         live = [r.slot for r in eng.requests if r.slot is not None]
         if check_states and live:
-            assert runner.pool.states_equal(torch.tensor(live, dtype=torch.int32))
+            assert runner.states_equal(live)
     return eng
 
 
@@ -93,7 +93,7 @@ def test_drafter_cache_rollback_matches_recompute(mtp_model):
         torch.testing.assert_close(live.drafter.kv.v[0, slot, :c], fresh.drafter.kv.v[0, fs, :c], rtol=1e-4, atol=1e-5)
         n = int(torch.randint(1, T + 1, (1,), generator=g))
         bonus = int(torch.randint(3, 256, (1,), generator=g))
-        live.commit([slot], [n], "verify")
+        live.commit([n])
         seq += window[0, 1:n].tolist() + [bonus]
 
 

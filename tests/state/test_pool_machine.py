@@ -90,7 +90,7 @@ class LockstepPools(RuleBasedStateMachine):
                 kw = {} if decode else {"cu_seqlens": cu}
                 o = fn(layer, q, k, v, a, b, A_log=w["A_log"], dt_bias=w["dt_bias"], slots=_slots(ids), **kw)
                 outs[name] = (y, o)
-            p.commit(_slots(ids), None if decode else _slots(acc))
+            p.commit(_slots(ids), _slots(acc))  # all 1 after a decode
         assert torch.equal(outs["replay"][0], outs["recurrent"][0])  # conv: same code on both backends
         o_r, o_b = outs["replay"][1], outs["recurrent"][1]
         assert ((o_r - o_b).norm() / o_b.norm()).item() < OUT_BOUND
