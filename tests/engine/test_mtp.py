@@ -12,8 +12,8 @@ from replayssm.engine.mtp import MTPDrafter
 from replayssm.engine.runner import ModelRunner, RunnerConfig
 from replayssm.engine.spec import NgramDrafter
 from replayssm.models.loader import load_model
-from tests.models.hf_tiny import build
-from tests.models.mtp_ckpt import add_mtp
+from tests.helpers.hf_tiny import build
+from tests.helpers.mtp_ckpt import add_mtp
 
 ASSET = Path(__file__).resolve().parents[2] / "replayssm" / "assets" / "tiny"
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"

@@ -8,8 +8,7 @@ from replayssm.models.loader import load_model
 from replayssm.models.step import Step, StepKind
 from replayssm.state import GDNStatePool, PoolConfig
 from replayssm.state.kv import KVCache
-
-from .hf_tiny import build
+from tests.helpers.hf_tiny import build
 
 KINDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"]
 # fp32 on both sides; the two implementations differ only in summation order (chunked vs recurrent

@@ -9,9 +9,8 @@ from safetensors.torch import load_file, save_file
 
 from replayssm.engine.llm import LLM
 from replayssm.models.loader import MTPUnavailableError, WeightError, load_model
-
-from .hf_tiny import build
-from .mtp_ckpt import add_mtp
+from tests.helpers.hf_tiny import build
+from tests.helpers.mtp_ckpt import add_mtp
 
 KINDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"]
 

@@ -1,6 +1,6 @@
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from replayssm.ops import RingCursors, ring_commit, ring_mark_folded, ring_reset
@@ -17,16 +17,12 @@ def _cursors(S, L, T, seed):
     return c
 
 
-def _copy(c):
-    return RingCursors(c.write_pos.clone(), c.base.clone(), c.flush.clone(), c.pending.clone(), c.L, c.window)
-
-
 @pytest.mark.parametrize("L,T", [(8, 4), (16, 4), (16, 1)])
 def test_commit_kernel_matches_reference(L, T):
     c = _cursors(6, L, T, seed=L + T)
     slots = torch.tensor([4, -1, 0, 5, 2], dtype=torch.int32)
     n = torch.tensor([int(c.pending[s]) if s >= 0 else 1 for s in slots.tolist()], dtype=torch.int32)
-    a, b = _copy(c), _copy(c)
+    a, b = c.clone(), c.clone()
     ring_commit(a, slots, n, impl="triton")
     ring_commit(b, slots, n, impl="reference")
     for name in ("write_pos", "base", "flush", "pending"):
@@ -51,7 +47,7 @@ def test_commit_semantics():
 @pytest.mark.parametrize("impl", ["triton", "reference"])
 def test_mark_folded_and_reset(impl):
     c = _cursors(4, 16, 4, seed=1)
-    before = _copy(c)
+    before = c.clone()
     ring_mark_folded(c, torch.tensor([2, -1], dtype=torch.int32), impl=impl)
     assert c.base[2] == (before.base[2] + before.write_pos[2]) % 16
     assert c.write_pos[2] == c.flush[2] == c.pending[2] == 0
@@ -64,8 +60,7 @@ def test_mark_folded_and_reset(impl):
 @given(L=st.sampled_from([4, 8, 16, 32]), T=st.integers(1, 8), data=st.data())
 def test_protocol_invariants(L, T, data):
     """Under any acceptance sequence the next window always fits: write_pos + T <= L at every verify."""
-    if 2 * T > L:
-        return
+    assume(2 * T <= L)  # the ring geometry the protocol requires
     c = RingCursors.allocate(1, L=L, window=T)
     slot = torch.tensor([0], dtype=torch.int32)
     committed = 0  # records committed since the last fold, by the protocol's own bookkeeping

@@ -1,16 +1,12 @@
 """GPU: MTP drafting captured in the runner's CUDA graph with the verify gives the eager engine's tokens."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from replayssm.engine.engine import Engine
 from replayssm.engine.runner import ModelRunner, RunnerConfig
 from replayssm.models.loader import load_model
-
-pytestmark = pytest.mark.gpu
-ASSET = Path(__file__).resolve().parents[2] / "replayssm" / "assets" / "tiny"
+from replayssm.tiny import TINY_MODEL
 
 
 def _run(model, graphs, backend):
@@ -27,7 +23,7 @@ def _run(model, graphs, backend):
 
 @pytest.mark.parametrize("backend", ["replay", "recurrent"])
 def test_mtp_drafting_in_cuda_graphs_equals_eager(backend):
-    model = load_model(ASSET, mtp=True, device="cuda", dtype=torch.float32)
+    model = load_model(TINY_MODEL, mtp=True, device="cuda", dtype=torch.float32)
     eager, acc_eager = _run(model, False, backend)
     graphed, acc_graphed = _run(model, True, backend)
     assert graphed == eager and acc_graphed == acc_eager
