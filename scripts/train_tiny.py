@@ -42,9 +42,6 @@ from tiny_corpus import (  # noqa: E402
 SAMPLE_PROMPTS = ("def ", "import os\n", "class ")
 
 
-# ----------------------------------------------------------------------------------------------- model
-
-
 def build_config(args):
     from transformers import Qwen3_5TextConfig
 
@@ -127,9 +124,6 @@ def greedy_samples(out_dir, n_tokens):
         text = bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
         samples.append((prompt, text, EOS_ID in ids[x.shape[1] :]))
     return model, samples
-
-
-# ----------------------------------------------------------------------------------------------- main
 
 
 def parse_args(argv):
