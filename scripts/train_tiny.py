@@ -45,9 +45,6 @@ from tiny_mtp_train import add_mtp_args, train_mtp  # noqa: E402
 SAMPLE_PROMPTS = ("def ", "import os\n", "class ")
 
 
-# ----------------------------------------------------------------------------------------------- model
-
-
 def build_config(args):
     from transformers import Qwen3_5TextConfig
 
@@ -130,9 +127,6 @@ def greedy_samples(out_dir, n_tokens):
         text = bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
         samples.append((prompt, text, EOS_ID in ids[x.shape[1] :]))
     return model, samples
-
-
-# ----------------------------------------------------------------------------------------------- main
 
 
 def parse_args(argv):
