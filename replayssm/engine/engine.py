@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .drafter import HostDrafter
 from .runner import ModelRunner, ParkedRequest
 from .spec import BenchmarkAcceptance, NgramDrafter, accept_greedy, accept_sampling
 
@@ -50,20 +51,23 @@ def check_temperature(val) -> float:
 
 
 class Engine:
-    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none", or
-    any object with ``propose(context: list[int], k: int) -> list[int]``.
+    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none",
+    "mtp" (the runner's device drafter: ``RunnerConfig(device_drafter="mtp")``), "auto" (the runner's device
+    drafter if it has one, else n-gram), or a host drafter (``engine.drafter.HostDrafter``).
 
     Failures: a request whose prefill fails is given up (``error`` set, its slot freed); a batch step that fails
     is aborted (no request moves) and the exception propagates; ``release()`` gives back everything the
     engine's requests hold. The engine stays usable after any of them, and ``step`` raises instead of idling
     when no request can make progress."""
 
-    def __init__(self, runner: ModelRunner, *, drafter: str = "ngram", temperature: float = 0.0, seed: int = 0,
+    def __init__(self, runner: ModelRunner, *, drafter="ngram", temperature: float = 0.0, seed: int = 0,
                  eos_token_id: int | None = None, benchmark_acceptance: BenchmarkAcceptance | None = None):  # fmt: skip
-        if isinstance(drafter, str) and drafter not in ("ngram", "none"):
-            raise ValueError(f"drafter must be 'ngram', 'none' or an object with propose(), got {drafter!r}")
-        if not isinstance(drafter, str) and not callable(getattr(drafter, "propose", None)):
-            raise TypeError(f"drafter must be 'ngram', 'none' or an object with propose(), got {drafter!r:.80}")
+        if isinstance(drafter, str) and drafter not in ("ngram", "none", "mtp", "auto"):
+            raise ValueError(f"drafter must be 'ngram', 'none', 'mtp', 'auto' or a HostDrafter, got {drafter!r}")
+        if not isinstance(drafter, str) and not isinstance(drafter, HostDrafter):
+            raise TypeError(f"a drafter object needs propose(context, k), got {type(drafter).__name__}")
+        if drafter == "mtp" and runner.drafter is None:
+            raise ValueError("drafter='mtp' needs a runner built with RunnerConfig(device_drafter='mtp')")
         if benchmark_acceptance is not None and not isinstance(benchmark_acceptance, BenchmarkAcceptance):
             raise TypeError("benchmark_acceptance must be a BenchmarkAcceptance")
         temperature = check_temperature(temperature)
@@ -71,9 +75,12 @@ class Engine:
             raise ValueError(f"seed={seed!r}: must be an int")
         if eos_token_id is not None:
             runner.check_token_ids([eos_token_id], "eos_token_id")
+        if drafter == "auto":
+            drafter = "mtp" if runner.drafter is not None else "ngram"
         self.runner = runner
         self.window = runner.cfg.window if drafter != "none" else 1
-        self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter == "none" else drafter)
+        self.on_device = drafter == "mtp" and self.window > 1  # drafts written inside the runner's step
+        self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter in ("none", "mtp") else drafter)
         self.temperature, self.eos = temperature, eos_token_id
         self.gen = torch.Generator().manual_seed(seed)
         self.bench = benchmark_acceptance
@@ -167,11 +174,17 @@ class Engine:
                 raise RuntimeError(f"the engine cannot make progress: {why}")
             return any(not r.done for r in self.requests)
         T = self.window
-        drafts = [self._drafts(r, T - 1) for r in batch]
-        tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
-                               zip(batch, drafts)], dtype=torch.long)  # fmt: skip
-        logits = self.runner.step([r.slot for r in batch], tokens)
-        try:
+        if self.on_device:
+            last = torch.tensor([r.generated[-1] for r in batch], dtype=torch.long)
+            logits, window = self.runner.draft_and_verify([r.slot for r in batch], last)
+        else:
+            drafts = [self._drafts(r, T - 1) for r in batch]
+            tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
+                                   zip(batch, drafts)], dtype=torch.long)  # fmt: skip
+            logits = self.runner.step([r.slot for r in batch], tokens)
+        try:  # a step in flight: whatever fails now, abort it before the exception propagates
+            if self.on_device:
+                drafts = window[:, 1:].tolist()
             results = self._accept(logits, drafts)
             self.runner.commit([n for n, _ in results])
         except BaseException:
@@ -223,7 +236,8 @@ class Engine:
                 self._give_up(r, RuntimeError("released before it finished"))
 
     def preempt(self, r: Request) -> None:
-        """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV) to the CPU; free its slot."""
+        """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV, drafter) to the CPU; free
+        its slot."""
         if r.slot is None or r.done:
             raise ValueError(f"request {r.id} is not running")
         r.parked = self.runner.offload(r.slot)
