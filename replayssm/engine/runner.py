@@ -63,7 +63,7 @@ class RunnerConfig:
         if self.window + 1 > self.max_len:
             raise ValueError(f"max_len={self.max_len} leaves no room for a prompt and a window of {self.window}")
         if self.device_drafter not in (None, "mtp"):
-            raise ValueError(f"device_drafter={self.device_drafter!r}: must be None or 'mtp'")
+            raise ValueError(f"device_drafter must be None or 'mtp', got {self.device_drafter!r}")
 
     @property
     def ring_length(self) -> int:
