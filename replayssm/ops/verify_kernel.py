@@ -1,169 +1,191 @@
-"""The ReplaySSM verify kernel (launched by ``verify.gdn_replay_verify``).
+"""The ReplaySSM verify kernel (launched by ``verify.gdn_replay_verify``): fold, verify, append in one pass.
 
-Bytes model, per (request, value head): the checkpoint tile ``[V, K]`` fp32 is read once (64 KiB
-at K = V = 128); everything else -- the window's q/k/v/a/b, the history's keys, gates and update
-vectors, the window's new records -- is a few KiB. A flushing row also writes the tile once. So a
-step costs about ``B * HV * V * K * 4 * (1 + fold rate)`` bytes, and the kernel is built to stream
-the checkpoint at full bandwidth:
+One program owns ``BVP`` rows of one value head of one request. Bytes: the checkpoint rows are read
+once (64 KiB per head at K = V = 128); a flushing row also writes them once; everything else (the
+window's q/k/v/a/b, the history's keys, gates and update vectors, the new records) is a few KiB.
 
-- few warps per program (``launch_config``'s, one at K = 128): the reductions, the ``(I + A)^-1``
-  substitution included, stay inside a warp, and many small programs keep loads in flight;
-- the checkpoint is streamed in ``BK``-wide chunks (a loop, not unrolled, so that one chunk at a
-  time is live in registers), each multiplied at once by the window's raw
-  keys and queries, interleaved as the rows of one ``[2*BT, BK]`` operand of ``tl.dot``; the history
-  keys meet the same operand. Row norms are accumulated in the same pass and applied after the
-  products (a row scale commutes with the dot), so nothing is read twice;
-- rows whose ring says flush have already been folded (``fold.gdn_exact_fold`` launched on the flushing
-  rows just before, by ``gdn_replay_verify``): the very kernel whose committed state is bitwise the
-  baseline's at every shape. Fusing the fold into this kernel saves one read of a flushing tile, but
-  here the compiler is free to lay the tile out differently (this kernel also feeds ``tl.dot``),
-  and at small head dims it did: the fused fold drifted by an ulp from the baseline (H200, K=V=16,
-  fp16). The separate launch keeps the contract by construction; this kernel then treats a
-  flushing row as having an empty history.
+1. Prologue, once per program: the window's keys and queries are normalised with the pinned
+   ``_l2norm`` and staged in shared memory (the key-head's first program also appends the keys
+   ``k^`` to the ring); the window's gates, the small ``[T, T]`` matrices ``A`` (strictly lower,
+   ``beta_s e^(G_s - G_r) k^_s.k^_r``) and ``P`` (``e^(G_s - G_r) k^_r.q^_s``, r <= s), and for a
+   non-flushing row the history dots ``C[j, x] = e^(Gt - P_j) k^_j.x`` of every window vector x.
+2. Main loop over the program's rows, one ``tile_layout`` tile at a time, the next tile's load in
+   flight: a flushing row's tile is first folded record by record with the pinned ``_update``
+   (bitwise the baseline), written back and marked; then every tile gives ``S0 x`` for the 2T window
+   vectors (fp32 FMA, the K reduction in-thread).
+3. Epilogue over all the program's rows, each thread holding whole windows of its rows:
+   ``S_prev x = e^Gt S0 x + sum_j u_j C[j, x]``; ``R = beta (v - e^G S_prev k^)``;
+   ``U = (I + A)^-1 R`` by forward substitution; ``o = e^G S_prev q^ + P U``; the window's ``u`` and
+   raw ``v`` appended to the ring. No tensor-core product is used: every product is fp32 FMA.
 """
 
 from __future__ import annotations
 
-import triton
-import triton.language as tl
+import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
-from ._common import _gating
-
-
-@triton.jit
-def _row(x, i, BT: tl.constexpr):
-    """Row i of a [BT, BT] matrix as a vector."""
-    idx = tl.arange(0, BT)
-    return tl.sum(tl.where(idx[:, None] == i, x, 0.0), axis=0)
+from ._gluon import gl, jit
+from ._pinned import MARK, _fold_records, _gating, _l2norm
 
 
-@triton.jit
-def _col(x, i, BT: tl.constexpr):
-    """Column i of a [R, BT] matrix as a vector."""
-    idx = tl.arange(0, BT)
-    return tl.sum(tl.where(idx[None, :] == i, x, 0.0), axis=1)
+@jit
+def _window_gates(a, b, tok, live, i_hv, HV: tl.constexpr, A, dtb):
+    """(g, beta) of the window tokens ``tok`` (fp32, 0 where not ``live``)."""
+    a_w = gl.load(a + tok * HV + i_hv).to(gl.float32)
+    b_w = gl.load(b + tok * HV + i_hv).to(gl.float32)
+    g, beta = _gating(a_w, b_w, A, dtb)
+    return gl.where(live, g, 0.0), gl.where(live, beta, 0.0)
 
 
-@triton.jit
+@jit
 def _gdn_replay_verify_kernel(
     q, k, v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
-    ring_k, ring_v, ring_g, ring_beta, ring_u, write_pos, base, flush, window, scale,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, BK: tl.constexpr,
-    L: tl.constexpr, BT: tl.constexpr, BL: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, write_pos, base, flush, pending, epoch, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, BVP: tl.constexpr, TILE: tl.constexpr, XL: tl.constexpr, L3: tl.constexpr,
+    EPI: tl.constexpr, SMEM: tl.constexpr,
 ):  # fmt: skip
-    i_v, i_hv, i_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    i_h = i_hv // (HV // H)
-    slot = tl.load(slots + i_b)
-    bos = tl.load(cu_seqlens + i_b)
-    T = tl.load(cu_seqlens + i_b + 1) - bos
-    offs_t = tl.arange(0, BT)
-    mask_t = offs_t < T
-    tok = bos.to(tl.int64) + tl.where(mask_t, offs_t, 0)  # padding lanes re-read token 0, then get zeroed
-    offs_v = i_v * BV + tl.arange(0, BV)
-    p_o = o + (tok[None, :] * HV + i_hv) * V + offs_v[:, None]  # [BV, BT] (transposed view)
+    i_v = gl.program_id(0)
+    i_hv = gl.program_id(1)
+    i_b = gl.program_id(2)
+    group = HV // H
+    i_h = i_hv // group
+    slot = gl.load(slots + i_b)
+    bos = gl.load(cu_seqlens + i_b)
+    T = gl.load(cu_seqlens + i_b + 1) - bos
+    r0 = i_v * BVP
+
+    # Epilogue coordinates: [BT, BVP], every thread holds the whole window of its rows.
+    tok_e = gl.arange(0, BT, layout=gl.SliceLayout(1, EPI))
+    rows_e = r0 + gl.arange(0, BVP, layout=gl.SliceLayout(0, EPI))
+    live_e = gl.expand_dims(tok_e < T, 1) & gl.expand_dims(rows_e < V, 0)
+    tok64_e = bos.to(gl.int64) + gl.where(tok_e < T, tok_e, 0)  # padding lanes re-read token 0, then get masked
+    p_o = o + (gl.expand_dims(tok64_e, 1) * HV + i_hv) * V + gl.expand_dims(rows_e, 0)
+
+    xs = gl.allocate_shared_memory(gl.float32, [2 * BT, K], SMEM)  # k^_0..k^_{BT-1}, q^_0 scale, ...
+    ds = gl.allocate_shared_memory(gl.float32, [BVP, 2 * BT], SMEM)  # S0 x for every row and window vector
+    cs = gl.allocate_shared_memory(gl.float32, [L, 2 * BT, 1], SMEM)  # history dots C[j, x]
+    p_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # P[s, r]
+    at_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # A[s, r] stored as [r, s]
+    eg_s = gl.allocate_shared_memory(gl.float32, [BT, 1], SMEM)  # exp(G_s)
+    be_s = gl.allocate_shared_memory(gl.float32, [BT, 1], SMEM)  # beta_s
+
     if slot < 0:
-        tl.store(p_o, tl.zeros([BV, BT], dtype=tl.float32).to(o.dtype.element_ty), mask=mask_t[None, :])
+        gl.store(p_o, gl.zeros([BT, BVP], gl.float32, layout=EPI).to(o.dtype.element_ty), mask=live_e)
     else:
-        s64 = slot.to(tl.int64)
-        wp = tl.load(write_pos + slot)
-        bs = tl.load(base + slot)
-        ckpt_head = checkpoint + (s64 * HV + i_hv) * V * K
+        s64 = slot.to(gl.int64)
+        wp = gl.load(write_pos + slot)
+        bs = gl.load(base + slot)
+        fl = gl.load(flush + slot)
+        ep = gl.load(epoch + slot)
+        n_hist = gl.where(fl != 0, 0, wp)  # a flushing row's history is folded in the main loop
+        ckpt = checkpoint + (s64 * HV + i_hv) * V * K
         rk = ring_k + (s64 * H + i_h) * L * K
         rv = ring_v + (s64 * HV + i_hv) * L * V
         ru = ring_u + (s64 * HV + i_hv) * L * V
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
-        # A flushing row's history was folded into its checkpoint by the fold launch just before.
-        n_hist = tl.where(tl.load(flush + slot) != 0, 0, wp)
+        marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
+        rows_t = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
+        cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)  # [1, K]
+        h_next = gl.load(ckpt + gl.expand_dims(rows_t, 1) * K + cols)  # the first tile is in flight from here on
 
-        # Window gates.
-        a_w = tl.load(a + tok * HV + i_hv).to(tl.float32)
-        b_w = tl.load(b + tok * HV + i_hv).to(tl.float32)
-        g_w, beta_w = _gating(a_w, b_w, tl.load(A_log + i_hv).to(tl.float32), tl.load(dt_bias + i_hv).to(tl.float32))
-        g_w = tl.where(mask_t, g_w, 0.0)
-        beta_w = tl.where(mask_t, beta_w, 0.0)
-        G_w = tl.cumsum(g_w, axis=0)
-        eG_w = tl.exp(G_w)
+        # 1a. Window keys and queries, normalised, into shared memory; keys appended to the ring.
+        write_k = (i_v == 0) & (i_hv % group == 0)
+        for s in gl.static_range(BT):
+            live = s < T
+            t64 = bos.to(gl.int64) + gl.minimum(s, T - 1)
+            k_s = gl.where(live, gl.load(k + (t64 * H + i_h) * K + cols).to(gl.float32), 0.0)
+            khat = _l2norm(k_s)
+            xs.slice(s, 1, dim=0).store(khat)
+            q_s = gl.where(live, gl.load(q + (t64 * H + i_h) * K + cols).to(gl.float32), 0.0)
+            xs.slice(BT + s, 1, dim=0).store(_l2norm(q_s) * scale)
+            if write_k & live:
+                gl.store(rk + ((bs + wp + s) & (L - 1)) * K + cols, khat)
+        gl.thread_barrier()
 
-        # History gates: weight of record j in S_prev is exp(G_hist - P_j).
-        offs_l = tl.arange(0, BL)
-        mask_l = offs_l < n_hist
-        pos_l = (bs + offs_l) & (L - 1)
-        g_h = tl.where(mask_l, tl.load(rg + pos_l), 0.0)
-        G_hist = tl.sum(g_h, axis=0)
-        w_h = tl.where(mask_l, tl.exp(G_hist - tl.cumsum(g_h, axis=0)), 0.0)
-
-        # One streaming pass over K: raw products with the interleaved [k_0, q_0, k_1, q_1, ...] operand.
-        pos_w = (bs + wp + offs_t) & (L - 1)
-        write_k = (i_v == 0) & (i_hv % (HV // H) == 0)
-        hx = tl.zeros([BV, 2 * BT], dtype=tl.float32)
-        sx = tl.zeros([BL, 2 * BT], dtype=tl.float32)
-        kk = tl.zeros([BT, BT], dtype=tl.float32)
-        qk = tl.zeros([BT, BT], dtype=tl.float32)
-        nk = tl.zeros([BT], dtype=tl.float32)
-        nq = tl.zeros([BT], dtype=tl.float32)
-        nh = tl.zeros([BL], dtype=tl.float32)
-        for c in range(K // BK):
-            offs_k = c * BK + tl.arange(0, BK)
-            p_qk = (tok[:, None] * H + i_h) * K + offs_k[None, :]
-            k_raw = tl.load(k + p_qk)
-            if write_k:
-                tl.store(rk + pos_w[:, None] * K + offs_k[None, :], k_raw, mask=mask_t[:, None])
-            k_c = tl.where(mask_t[:, None], k_raw.to(tl.float32), 0.0)  # [BT, BK]
-            q_c = tl.where(mask_t[:, None], tl.load(q + p_qk).to(tl.float32), 0.0)
-            x_c = tl.reshape(tl.permute(tl.join(k_c, q_c), (0, 2, 1)), (2 * BT, BK))
-            h_c = tl.load(ckpt_head + offs_v[:, None] * K + offs_k[None, :])  # [BV, BK]
-            hx += tl.dot(h_c, tl.trans(x_c), input_precision=DOT_PRECISION)
-            kh_c = tl.load(rk + pos_l[:, None] * K + offs_k[None, :]).to(tl.float32)
-            kh_c = tl.where(mask_l[:, None], kh_c, 0.0)  # [BL, BK]; unwritten records may hold NaN
-            sx += tl.dot(kh_c, tl.trans(x_c), input_precision=DOT_PRECISION)
-            kk += tl.sum(k_c[:, None, :] * k_c[None, :, :], axis=2)
-            qk += tl.sum(q_c[:, None, :] * k_c[None, :, :], axis=2)
-            nk += tl.sum(k_c * k_c, axis=1)
-            nq += tl.sum(q_c * q_c, axis=1)
-            nh += tl.sum(kh_c * kh_c, axis=1)
-        rk_n = tl.where(mask_t, 1.0 / tl.sqrt(nk + 1e-6), 0.0)
-        rq_n = tl.where(mask_t, scale / tl.sqrt(nq + 1e-6), 0.0)
-        rh_n = tl.where(mask_l, w_h / tl.sqrt(nh + 1e-6), 0.0)
-        hk, hq = tl.split(tl.reshape(hx, (BV, BT, 2)))  # checkpoint applied to raw k_s, q_s: [BV, BT]
-        sk, sq = tl.split(tl.reshape(sx, (BL, BT, 2)))  # raw history-key dots: [BL, BT]
-        sk = sk * rh_n[:, None] * rk_n[None, :]
-        sq = sq * rh_n[:, None] * rq_n[None, :]
-
-        # S_prev k^_s, S_prev q^_s = exp(G_hist) S0 x + sum_j w_j (k^_j . x) u_j   -> [BV, BT]
-        u_h = tl.load(ru + pos_l[None, :] * V + offs_v[:, None]).to(tl.float32)  # [BV, BL]
-        u_h = tl.where(mask_l[None, :], u_h, 0.0)
-        e_hist = tl.exp(G_hist)
-        s_k = e_hist * hk * rk_n[None, :] + tl.dot(u_h, sk, input_precision=DOT_PRECISION)
-        s_q = e_hist * hq * rq_n[None, :] + tl.dot(u_h, sq, input_precision=DOT_PRECISION)
-
-        # R^T = beta (v - exp(G) S_prev k^), then U^T = R^T (I + A)^-T by forward substitution over tokens.
-        v_raw = tl.load(v + (tok[None, :] * HV + i_hv) * V + offs_v[:, None])  # [BV, BT]
-        R = beta_w[None, :] * (tl.where(mask_t[None, :], v_raw.to(tl.float32), 0.0) - eG_w[None, :] * s_k)
-        causal = offs_t[:, None] >= offs_t[None, :]
-        decay = tl.exp(tl.where(causal, G_w[:, None] - G_w[None, :], 0.0))
-        A = tl.where(offs_t[:, None] > offs_t[None, :], beta_w[:, None] * decay * kk, 0.0)
-        A = A * rk_n[:, None] * rk_n[None, :]
-        U = R
-        for s in tl.static_range(1, BT):
-            a_s = _row(A, s, BT)  # A[s, r], r < s
-            corr = tl.sum(U * a_s[None, :], axis=1)  # sum_r A[s, r] u_r   (u_r final for r < s)
-            U = tl.where(offs_t[None, :] == s, U - corr[:, None], U)
-
-        # o_s = exp(G_s) S_prev q^_s + sum_{r<=s} exp(G_s - G_r) (k^_r . q^_s) u_r
-        P = tl.where(causal, decay * qk, 0.0) * rq_n[:, None] * rk_n[None, :]  # [s, r]
-        out = eG_w[None, :] * s_q
-        for r in tl.static_range(BT):
-            out += _col(U, r, BT)[:, None] * _col(P, r, BT)[None, :]
-        tl.store(p_o, out.to(o.dtype.element_ty), mask=mask_t[None, :])
-
-        # Append the window's records; ring_commit decides how many of them count.
-        p_rec = pos_w[None, :] * V + offs_v[:, None]
-        tl.store(ru + p_rec, U.to(ring_u.dtype.element_ty), mask=mask_t[None, :])
-        tl.store(rv + p_rec, v_raw, mask=mask_t[None, :])
+        # 1b. Window gates and the [T, T] matrices (dim 0 = s, dim 1 = r in M2).
+        M2: gl.constexpr = gl.SliceLayout(2, L3)
+        i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
+        i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
+        A = gl.load(A_log + i_hv).to(gl.float32)
+        dtb = gl.load(dt_bias + i_hv).to(gl.float32)
+        g0, be0 = _window_gates(a, b, bos.to(gl.int64) + gl.minimum(i0, T - 1), i0 < T, i_hv, HV, A, dtb)
+        g1, be1 = _window_gates(a, b, bos.to(gl.int64) + gl.minimum(i1, T - 1), i1 < T, i_hv, HV, A, dtb)
+        lower = gl.expand_dims(i1, 0) <= gl.expand_dims(i0, 1)  # r <= s
+        G0 = gl.sum(gl.where(lower, gl.expand_dims(g1, 0), 0.0), axis=1)  # cumulative gate at s
+        upper = gl.expand_dims(i0, 1) <= gl.expand_dims(i1, 0)
+        G1 = gl.sum(gl.where(upper, gl.expand_dims(g0, 1), 0.0), axis=0)  # cumulative gate at r
+        xk0 = xs.slice(0, BT, dim=0).load(gl.SliceLayout(1, L3))
+        xk1 = xs.slice(0, BT, dim=0).load(gl.SliceLayout(0, L3))
+        xq0 = xs.slice(BT, BT, dim=0).load(gl.SliceLayout(1, L3))
+        kk = gl.sum(gl.expand_dims(xk0, 1) * gl.expand_dims(xk1, 0), axis=2)  # k^_s . k^_r
+        qk = gl.sum(gl.expand_dims(xq0, 1) * gl.expand_dims(xk1, 0), axis=2)  # q^_s . k^_r
+        decay = gl.exp(gl.where(lower, gl.expand_dims(G0, 1) - gl.expand_dims(G1, 0), 0.0))
+        p_s.store(gl.where(lower, decay * qk, 0.0))
+        strict = gl.expand_dims(i0, 1) < gl.expand_dims(i1, 0)  # as [r, s]: s > r
+        decay_t = gl.exp(gl.where(strict, gl.expand_dims(G1, 0) - gl.expand_dims(G0, 1), 0.0))
+        at_s.store(gl.where(strict, gl.expand_dims(be1, 0) * decay_t * kk, 0.0))
+        eg_s.store(gl.expand_dims(gl.exp(G0), 1))
+        be_s.store(gl.expand_dims(be0, 1))
         if i_v == 0:
-            tl.store(rg + pos_w, g_w, mask=mask_t)
-            tl.store(rb + pos_w, beta_w, mask=mask_t)
-            if i_hv == 0:
-                tl.store(window + slot, T)
+            p_w = (bs + wp + i0) & (L - 1)
+            gl.store(rg + p_w, g0, mask=i0 < T)
+            gl.store(rb + p_w, be0, mask=i0 < T)
+
+        # 1c. History dots of a non-flushing row: C[j, x] = exp(Gt - P_j) (k^_j . x).
+        offs_l = gl.arange(0, L, layout=gl.SliceLayout(1, XL))
+        Gt = gl.sum(gl.load(rg + ((bs + offs_l) & (L - 1)), mask=offs_l < n_hist, other=0.0), axis=0)
+        X = xs.load(XL)  # [2BT, K]
+        xcols = gl.arange(0, K, layout=gl.SliceLayout(0, XL))
+        Pj = Gt * 0.0
+        for j in range(0, n_hist):
+            p = (bs + j) & (L - 1)
+            Pj = Pj + gl.load(rg + p)
+            c = gl.sum(X * gl.expand_dims(gl.load(rk + p * K + xcols), 0), axis=1) * gl.exp(Gt - Pj)
+            cs.index(j).store(gl.expand_dims(c, 1))
+
+        # 2. Main loop: fold flushing tiles, then S0 x for every window vector.
+        for sb in gl.static_range(BVP // BV):
+            rows = rows_t + sb * BV
+            tile = gl.expand_dims(rows, 1) * K + cols
+            h = h_next
+            if sb + 1 < BVP // BV:
+                h_next = gl.load(ckpt + tile + BV * K)
+            if fl != 0:
+                mark = marks + (r0 + sb * BV) // MARK
+                if gl.load(mark) != ep:  # a retry of this step finds it folded already
+                    h = _fold_records(h, rk, rv, rg, rb, wp, bs, rows, cols, K, V, L)
+                    gl.store(ckpt + tile, h)
+                    m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
+                    gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
+            for s in gl.static_range(2 * BT):
+                d = gl.sum(h * xs.slice(s, 1, dim=0).load(TILE), axis=1)
+                ds.slice(sb * BV, BV, dim=0).slice(s, 1, dim=1).store(gl.expand_dims(d, 1))
+        gl.thread_barrier()
+
+        # 3. Epilogue: history, (I + A)^-1, outputs, new records.
+        e_hist = gl.exp(Gt)
+        dk = ds.permute((1, 0)).slice(0, BT, dim=0).load(EPI) * e_hist
+        dq = ds.permute((1, 0)).slice(BT, BT, dim=0).load(EPI) * e_hist
+        for j in range(0, n_hist):
+            u_j = gl.expand_dims(gl.load(ru + ((bs + j) & (L - 1)) * V + rows_e).to(gl.float32), 0)
+            c = cs.index(j)
+            dk = dk + c.slice(0, BT, dim=0).load(EPI) * u_j
+            dq = dq + c.slice(BT, BT, dim=0).load(EPI) * u_j
+        v_raw = gl.load(v + (gl.expand_dims(tok64_e, 1) * HV + i_hv) * V + gl.expand_dims(rows_e, 0))
+        eg = eg_s.load(EPI)  # [BT, 1]
+        U = be_s.load(EPI) * (gl.where(live_e, v_raw.to(gl.float32), 0.0) - eg * dk)
+        tok2 = gl.expand_dims(tok_e, 1)
+        for s in gl.static_range(1, BT):
+            corr = gl.sum(at_s.slice(s, 1, dim=1).load(EPI) * U, axis=0)  # sum_r A[s, r] u_r
+            U = gl.where(tok2 == s, U - gl.expand_dims(corr, 0), U)
+        out = eg * dq
+        for r in gl.static_range(BT):
+            u_r = gl.sum(gl.where(tok2 == r, U, 0.0), axis=0)
+            out = out + p_s.slice(r, 1, dim=1).load(EPI) * gl.expand_dims(u_r, 0)
+        gl.store(p_o, out.to(o.dtype.element_ty), mask=live_e)
+        p_rec = gl.expand_dims((bs + wp + tok_e) & (L - 1), 1) * V + gl.expand_dims(rows_e, 0)
+        gl.store(ru + p_rec, U.to(ring_u.dtype.element_ty), mask=live_e)
+        gl.store(rv + p_rec, v_raw, mask=live_e)
+        if (i_v == 0) & (i_hv == 0):
+            gl.store(pending + slot, T)
