@@ -18,20 +18,20 @@ def _cmd_demo(args) -> int:
     if not args.layer:
         from .demo import print_model_demo, run_model_demo
 
-        res = run_model_demo(max_new_tokens=args.max_new_tokens, device=args.device, window=args.draft_tokens)
-        return 0 if print_model_demo(res, args.draft_tokens) else 1
+        res = run_model_demo(max_new_tokens=args.max_new_tokens, device=args.device, window=args.window)
+        return 0 if print_model_demo(res, args.window) else 1
     from .layer_demo import LayerDemoConfig, run_layer_demo
 
-    cfg = LayerDemoConfig(steps=args.steps, batch=args.batch, draft_tokens=args.draft_tokens, ring_len=args.ring,
+    cfg = LayerDemoConfig(steps=args.steps, batch=args.batch, window=args.window, ring_len=args.ring,
                           seed=args.seed)  # fmt: skip
     dev = _device(args.device)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     path = "Triton kernels" if dev.type == "cuda" else "PyTorch references"
     print(f"replayssm demo --layer: one GDN layer, H={cfg.H} HV={cfg.HV} K={cfg.K} V={cfg.V}, batch {cfg.batch}, "
-          f"window T={cfg.draft_tokens}, ring L={cfg.ring_len}, {dtype} activations, {dev} ({path})")  # fmt: skip
+          f"window T={cfg.window}, ring L={cfg.ring_len}, {dtype} activations, {dev} ({path})")  # fmt: skip
     r = run_layer_demo(cfg, dev, dtype)
     print(f"  steps                       {r.steps} ({r.flush_steps} with a fold)")
-    print(f"  mean accepted length        {r.mean_accepted:.2f} of {cfg.draft_tokens}")
+    print(f"  mean accepted length        {r.mean_accepted:.2f} of {cfg.window}")
     print(f"  committed state bitwise     {r.bitwise_steps}/{r.steps} steps equal to the recurrent baseline")
     print(f"  worst output rel. error     {r.worst_rel_err:.2e} (ReplaySSM vs recurrent outputs)")
     print(f"  speculative scratch         recurrent {r.recurrent_scratch_bytes:,} B (per-token snapshots); "
@@ -44,8 +44,8 @@ def _cmd_generate(args) -> int:
 
     from .engine.llm import LLM
 
-    llm = LLM(args.model, backend=args.backend, draft_tokens=args.draft_tokens, device=args.device,
-              drafter="none" if args.draft_tokens == 1 else "ngram", max_len=args.max_len)  # fmt: skip
+    llm = LLM(args.model, backend=args.backend, window=args.window, device=args.device,
+              drafter="none" if args.window == 1 else "ngram", max_len=args.max_len)  # fmt: skip
     t0 = time.perf_counter()
     out = llm.generate([args.prompt], max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                        seed=args.seed)[0]  # fmt: skip
@@ -69,7 +69,7 @@ def _cmd_memory(args) -> int:
         geo = geometry_from_config(args.model)
     else:
         raise SystemExit(f"--model: {args.model!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json file")
-    plan = plan_memory(geo, tp=args.tp, T=args.draft_tokens, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
+    plan = plan_memory(geo, tp=args.tp, T=args.window, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
                        budget_bytes=int(args.budget_gib * 2**30), context=args.context)  # fmt: skip
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
     return 0
@@ -79,10 +79,10 @@ def _cmd_bench_kernels(args) -> int:
     if not torch.cuda.is_available():
         raise SystemExit("replayssm bench kernels needs a CUDA GPU (absolute times only count on the GPU)")
     from .bench.kernels import KernelBenchConfig, run_kernel_bench
-    from .bench.steps import Geometry
+    from .ops import GDNShape
 
     cfg = KernelBenchConfig(
-        geo=Geometry(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), batches=tuple(args.batches),
+        geo=GDNShape(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), batches=tuple(args.batches),
         L=args.ring, decode_L=tuple(args.decode_ring), dot_precision=args.dot_precision, peer_wheel=args.sglang_wheel,
     )  # fmt: skip
     payload = run_kernel_bench(cfg, args.out, sweep=args.sweep, tag=args.tag, tile=args.tile)
@@ -96,7 +96,7 @@ def _cmd_bench_e2e(args) -> int:
     from .bench.e2e import E2EConfig, run_e2e
 
     cfg = E2EConfig(preset=args.preset, layers=args.layers, concurrency=tuple(args.concurrency),
-                    prompt_len=args.prompt_len, steps=args.steps, window=args.draft_tokens,
+                    prompt_len=args.prompt_len, steps=args.steps, window=args.window,
                     mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
                     capacity_budget_gib=args.capacity_budget_gib)  # fmt: skip
     run_e2e(cfg, args.out, tag=args.tag)
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--max-new-tokens", type=int, default=96)
     d.add_argument("--steps", type=int, default=300, help="--layer: speculative steps")
     d.add_argument("--batch", type=int, default=4, help="--layer: requests")
-    d.add_argument("--draft-tokens", type=int, default=4, help="window length T (last accepted token + drafts)")
+    d.add_argument("--window", type=int, default=4, help="window length T (last accepted token + drafts)")
     d.add_argument("--ring", type=int, default=16, help="--layer: ring length L (power of two, >= 2T)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--model", required=True, help="folder with config.json, *.safetensors, tokenizer.json")
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--backend", choices=["replay", "recurrent"], default="replay")
-    gen.add_argument("--draft-tokens", type=int, default=4, help="window length T (1 = plain decode)")
+    gen.add_argument("--window", type=int, default=4, help="window length T (1 = plain decode)")
     gen.add_argument("--max-new-tokens", type=int, default=128)
     gen.add_argument("--max-len", type=int, default=2048)
     gen.add_argument("--temperature", type=float, default=0.0)
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("memory", help="per-request GDN state bytes of both backends, and how many requests fit")
     m.add_argument("--model", required=True, help="a preset (qwen3.5-122b-a10b, ...) or a config.json path")
     m.add_argument("--tp", type=int, default=1, help="tensor-parallel size (divides the GDN heads)")
-    m.add_argument("--draft-tokens", type=int, default=4, help="window length T")
+    m.add_argument("--window", type=int, default=4, help="window length T")
     m.add_argument("--ring", type=int, default=16, help="ring length L")
     m.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16", help="activation dtype")
     m.add_argument("--budget-gib", type=float, default=40.0, help="memory for request state on one GPU")
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64, 128])
     e.add_argument("--prompt-len", type=int, default=128)
     e.add_argument("--steps", type=int, default=12, help="timed engine iterations per mode")
-    e.add_argument("--draft-tokens", type=int, default=4, help="window length T")
+    e.add_argument("--window", type=int, default=4, help="window length T")
     e.add_argument("--mean-accepted", type=float, default=3.0, help="prescribed mean accepted length per step")
     e.add_argument("--ring", type=int, default=16)
     e.add_argument("--capacity-context", type=int, default=1024, help="KV tokens per request for the capacity test")
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     dr.add_argument("--tokens", type=int, default=16384)
     dr.add_argument("--every", type=int, default=512, help="measure the state error every N tokens")
     dr.add_argument("--prompts", type=int, default=3)
-    dr.add_argument("--draft-tokens", type=int, default=4, help="window T of the teacher-forced speculative run")
+    dr.add_argument("--window", type=int, default=4, help="window T of the teacher-forced speculative run")
     dr.add_argument("--device", default=None)
     dr.add_argument("--out", default="bench/results")
     dr.add_argument("--tag", default="drift")

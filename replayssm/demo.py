@@ -42,7 +42,7 @@ def run_model_demo(model_dir=ASSET, max_new_tokens: int = 96, device=None, windo
     ref, plain_tps, _, _, _ = _run(plain, PROMPTS, max_new_tokens, "none")
     out = {"device": str(device), "plain_tokens_per_s": plain_tps, "backends": {}}
     for backend, shadow in (("recurrent", None), ("replay", None), ("replay", "recurrent")):
-        llm = LLM(model_dir, backend=backend, draft_tokens=window, **kw)
+        llm = LLM(model_dir, backend=backend, window=window, **kw)
         if shadow:  # same engine, plus a recurrent pool fed the replay run's exact layer inputs
             from .engine.runner import ModelRunner, RunnerConfig
 

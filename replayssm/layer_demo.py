@@ -22,7 +22,7 @@ class LayerDemoConfig:
     HV: int = 4
     K: int = 32
     V: int = 32
-    draft_tokens: int = 4
+    window: int = 4
     ring_len: int = 16
     seed: int = 0
 
@@ -40,7 +40,7 @@ class LayerDemoResult:
 
 def run_layer_demo(cfg: LayerDemoConfig, device: torch.device, dtype: torch.dtype) -> LayerDemoResult:
     g = torch.Generator().manual_seed(cfg.seed)
-    B, H, HV, K, V, T = cfg.batch, cfg.H, cfg.HV, cfg.K, cfg.V, cfg.draft_tokens
+    B, H, HV, K, V, T = cfg.batch, cfg.H, cfg.HV, cfg.K, cfg.V, cfg.window
 
     def rand(*shape, scale=1.0):
         return (torch.randn(*shape, generator=g) * scale).to(device)
@@ -48,7 +48,7 @@ def run_layer_demo(cfg: LayerDemoConfig, device: torch.device, dtype: torch.dtyp
     A_log, dt_bias = rand(HV, scale=0.5) - 1.0, rand(HV, scale=0.5)
     state = rand(B, HV, V, K, scale=0.1)  # the baseline's pool (one slot per request)
     checkpoint = state.clone()
-    ring = Ring.allocate(B, H, HV, K, V, L=cfg.ring_len, max_window=T, dtype=dtype, device=device)
+    ring = Ring.allocate(B, H, HV, K, V, L=cfg.ring_len, window=T, dtype=dtype, device=device)
     snapshots = torch.empty(B, T, HV, V, K, device=device)
     slots = torch.randperm(B, generator=g).to(torch.int32).to(device)  # rows map to scrambled slots
     cu = torch.arange(0, B * T + 1, T, dtype=torch.int32, device=device)

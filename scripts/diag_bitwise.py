@@ -22,7 +22,7 @@ A_log, dt_bias = torch.rand(HV, device=DEV) - 1, torch.randn(HV, device=DEV)
 state = torch.randn(S, HV, V, K, device=DEV, generator=g) * 0.1
 slots = torch.tensor([1], dtype=torch.int32, device=DEV)
 cu = torch.tensor([0, T], dtype=torch.int32, device=DEV)
-ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=dt, device=DEV)
+ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=dt, device=DEV)
 ck = state.clone()
 gdn_replay_verify(q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, checkpoint=ck, ring=ring, slots=slots, cu_seqlens=cu)
 gg, bb = gdn_gating(a, b, A_log=A_log, dt_bias=dt_bias)

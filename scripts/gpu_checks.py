@@ -58,7 +58,7 @@ def call(fn, x, params, **kw):
 def check_single_calls(gen):
     B, T, L, S = 12, 4, 16, 16
     params = dict(A_log=torch.rand(HV, device="cuda", generator=gen) - 1, dt_bias=torch.randn(HV, device="cuda"))
-    ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=DT, device="cuda")
+    ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=DT, device="cuda")
     ckpt = torch.randn(S, HV, V, K, device="cuda", generator=gen) * 0.05
     slots = torch.randperm(S, device="cuda", generator=gen)[:B].to(torch.int32)
     for _ in range(3):  # build history
@@ -97,7 +97,7 @@ def chain(steps, dot_precision, gen, B=64, T=4, L=16, S=80, f64_steps=20):
     params = dict(A_log=torch.rand(HV, device="cuda", generator=gen) - 1, dt_bias=torch.randn(HV, device="cuda"))
     state = torch.randn(S, HV, V, K, device="cuda", generator=gen) * 0.05
     ckpt = state.clone()
-    ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=DT, device="cuda")
+    ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=DT, device="cuda")
     slots = torch.randperm(S, device="cuda", generator=gen)[:B].to(torch.int32)
     cpu = torch.Generator().manual_seed(7)
     snaps = torch.empty(B, T, HV, V, K, device="cuda")
@@ -142,7 +142,7 @@ def chain(steps, dot_precision, gen, B=64, T=4, L=16, S=80, f64_steps=20):
 
 
 def pool_lifecycle(gen, steps=60):
-    geo = dict(num_slots=16, num_layers=2, H=H, HV=HV, K=K, V=V, max_window=4, ring_len=16, dtype=DT, device="cuda")
+    geo = dict(num_slots=16, num_layers=2, H=H, HV=HV, K=K, V=V, window=4, ring_len=16, dtype=DT, device="cuda")
     pools = {b: GDNStatePool(PoolConfig(backend=b, **geo)) for b in ("replay", "recurrent")}
     C = pools["replay"].cfg.channels
     layers = [dict(A_log=torch.rand(HV, device="cuda") - 1, dt_bias=torch.randn(HV, device="cuda"),

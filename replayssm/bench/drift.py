@@ -169,7 +169,7 @@ def main_drift(args) -> dict:
     env = environment()
     print(header(env), flush=True)
     model, prompts = load_drift_model(args.model, device, dtype)
-    cfg = DriftConfig(tokens=args.tokens, every=args.every, window=args.draft_tokens, cuda_graphs=device.type == "cuda")
+    cfg = DriftConfig(tokens=args.tokens, every=args.every, window=args.window, cuda_graphs=device.type == "cuda")
     res = run_drift(model, prompts[: args.prompts], cfg)
     res.update(env=env, model=args.model, device=str(device), dtype=str(dtype))
     out = Path(args.out)

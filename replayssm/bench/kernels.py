@@ -18,15 +18,16 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..ops import GDNShape
 from .check import lockstep_check
 from .floor import floor_bytes, fold_rate
-from .steps import Geometry, RecurrentDecode, RecurrentStep, ReplayStep, acceptance, make_inputs
+from .steps import RecurrentDecode, RecurrentStep, ReplayStep, acceptance, make_inputs
 from .timing import capture, time_graph
 
 
 @dataclass(frozen=True)
 class KernelBenchConfig:
-    geo: Geometry = field(default_factory=Geometry)
+    geo: GDNShape = field(default_factory=lambda: GDNShape(16, 64, 128, 128))
     windows: tuple[int, ...] = (2, 4, 8)
     batches: tuple[int, ...] = (1, 8, 32, 64, 128, 256)
     L: int = 16
@@ -37,7 +38,7 @@ class KernelBenchConfig:
     peer_wheel: str | None = None
 
 
-def layers_for(B: int, geo: Geometry, min_bytes: int) -> int:
+def layers_for(B: int, geo: GDNShape, min_bytes: int) -> int:
     return max(2, min(32, math.ceil(min_bytes / (B * geo.state_bytes))))
 
 

@@ -8,27 +8,13 @@ protocol and flush steps occur at their real rate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from ..ops import Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
+from ..ops import GDNShape, Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
 from ..ops.snapshots import commit_snapshots
 
 
-@dataclass(frozen=True)
-class Geometry:
-    H: int = 16
-    HV: int = 64
-    K: int = 128
-    V: int = 128
-
-    @property
-    def state_bytes(self) -> int:
-        return self.HV * self.V * self.K * 4
-
-
-def make_inputs(geo: Geometry, B: int, T: int, dtype, seed: int = 0, device="cuda") -> dict:
+def make_inputs(geo: GDNShape, B: int, T: int, dtype, seed: int = 0, device="cuda") -> dict:
     g = torch.Generator(device=device).manual_seed(seed)
     N = B * T
 
@@ -55,7 +41,7 @@ def acceptance(B: int, T: int, mode: str, device="cuda"):
 class RecurrentStep:
     """The baseline: verify writing a snapshot per token, then copy the accepted snapshot (per layer)."""
 
-    def __init__(self, geo: Geometry, B: int, T: int, nl: int, x: dict, accept, state0: torch.Tensor):
+    def __init__(self, geo: GDNShape, B: int, T: int, nl: int, x: dict, accept, state0: torch.Tensor):
         self.x, self.nl, self.accept, self.T = x, nl, accept, T
         self.state = state0.clone()  # [nl, B, HV, V, K]
         self.snaps = torch.empty(nl, B, T, geo.HV, geo.V, geo.K, device=state0.device)
@@ -91,8 +77,8 @@ class ReplayStep:
         self.x, self.nl, self.accept, self.commit = x, nl, accept, commit
         self.checkpoint = state0.clone()
         dev = state0.device
-        self.cursors = RingCursors.allocate(B, L=L, max_window=T, device=dev)
-        self.rings = [Ring.allocate(B, geo.H, geo.HV, geo.K, geo.V, L=L, max_window=T, dtype=dtype, device=dev,
+        self.cursors = RingCursors.allocate(B, L=L, window=T, device=dev)
+        self.rings = [Ring.allocate(B, geo.H, geo.HV, geo.K, geo.V, L=L, window=T, dtype=dtype, device=dev,
                                     cursors=self.cursors) for _ in range(nl)]  # fmt: skip
         self.out = torch.empty_like(x["v"])
         self.dot_precision = dot_precision

@@ -28,7 +28,7 @@ class Request:
     done: bool = False
     steps: int = 0
     accepted: list[int] = field(default_factory=list)  # num_accepted of every verify step
-    parked: tuple | None = None  # (pool snapshot, kv snapshot) while preempted
+    parked: tuple | None = None  # (ParkedSlots, KV cache rows) while preempted
 
     @property
     def context(self) -> list[int]:

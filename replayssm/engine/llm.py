@@ -30,12 +30,12 @@ class LLM:
 
     ``model``: a folder (config.json, safetensors, optional tokenizer.json) or a ``HybridLM``.
     ``backend``: "replay" (checkpoint + ring, exact fold) or "recurrent" (per-token snapshots).
-    ``draft_tokens``: the window length T = last accepted token + T-1 drafts (1 = plain decode).
+    ``window``: the window length T = last accepted token + T-1 drafts (1 = plain decode).
     ``drafter``: "ngram" (prompt lookup) or "none". ``device``/``dtype`` default to CUDA/bf16 when a
     GPU is present, else CPU/fp32. ``max_slots`` bounds concurrent requests, ``max_len`` their length.
     """
 
-    def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", draft_tokens: int = 4,
+    def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", window: int = 4,
                  drafter: str = "ngram", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
                  ring_len: int = 16, cuda_graphs: bool = True):  # fmt: skip
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -48,12 +48,12 @@ class LLM:
             if (Path(model) / "tokenizer.json").is_file():
                 self.tokenizer = load_tokenizer(model)
         if drafter == "none":
-            draft_tokens = 1
-        if draft_tokens < 1:
-            raise ValueError(f"draft_tokens must be >= 1, got {draft_tokens}")
-        self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=draft_tokens,
+            window = 1
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
                                           ring_len=ring_len, cuda_graphs=cuda_graphs)  # fmt: skip
-        self.drafter = drafter if draft_tokens > 1 else "none"
+        self.drafter = drafter if window > 1 else "none"
         self.runner = ModelRunner(self.model, self.runner_config)
 
     def encode(self, text: str) -> list[int]:

@@ -43,7 +43,7 @@ class ModelRunner:
         self.use_graphs = use_graphs
         pool_cfg = PoolConfig(
             num_slots=cfg.max_slots, num_layers=len(mc.gdn_layers), H=mc.H, HV=mc.HV, K=mc.K, V=mc.V,
-            max_window=cfg.window, ring_len=ring, backend=cfg.backend, dtype=self.dtype,
+            window=cfg.window, ring_len=ring, backend=cfg.backend, dtype=self.dtype,
             conv_kernel=mc.conv_kernel, max_batch=self._padded(cfg.max_slots), device=self.device,
             validate=cfg.validate and not use_graphs,
         )  # fmt: skip

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ops.shape import GDNShape
+
 MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 _WRAPPERS = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 
@@ -57,8 +59,12 @@ class ModelConfig:
         return int(self.head_dim * self.partial_rotary_factor)
 
     @property
+    def gdn_shape(self) -> GDNShape:
+        return GDNShape(self.H, self.HV, self.K, self.V)
+
+    @property
     def conv_channels(self) -> int:
-        return 2 * self.H * self.K + self.HV * self.V
+        return self.gdn_shape.conv_channels
 
     def is_moe_layer(self, i: int) -> bool:
         if self.model_type == "qwen3_5_text" or self.num_experts == 0:

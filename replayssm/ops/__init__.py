@@ -10,10 +10,12 @@ from .fold import gdn_exact_fold, gdn_exact_fold_reference
 from .gating import gdn_gating, gdn_gating_reference
 from .recurrent import gdn_recurrent, gdn_recurrent_reference
 from .ring import Ring, RingCursors
+from .shape import GDNShape
 from .snapshots import commit_snapshots, commit_snapshots_reference
 from .verify import gdn_replay_verify, gdn_replay_verify_reference
 
 __all__ = [
+    "GDNShape",
     "Ring",
     "commit_snapshots",
     "commit_snapshots_reference",

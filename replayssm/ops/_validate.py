@@ -55,16 +55,16 @@ def values_checkable(*tensors: torch.Tensor) -> bool:
     return True
 
 
-def check_cu_seqlens(cu_seqlens: torch.Tensor, num_tokens: int, batch: int, max_window: int | None) -> None:
-    """cu_seqlens: [B+1] int32, starts at 0, ends at num_tokens, every window in [1, max_window]."""
+def check_cu_seqlens(cu_seqlens: torch.Tensor, num_tokens: int, batch: int, window: int | None) -> None:
+    """cu_seqlens: [B+1] int32, starts at 0, ends at num_tokens, every window in [1, window]."""
     cu = cu_seqlens.detach().cpu().tolist()
     if cu[0] != 0 or cu[-1] != num_tokens:
         raise ValueError(f"cu_seqlens must start at 0 and end at the token count {num_tokens}, got {cu}")
     lens = [cu[i + 1] - cu[i] for i in range(batch)]
     if any(n < 1 for n in lens):
         raise ValueError(f"cu_seqlens must give every request at least one token, got window lengths {lens}")
-    if max_window is not None and any(n > max_window for n in lens):
-        raise ValueError(f"cu_seqlens gives window lengths {lens}, longer than the ring's max_window {max_window}")
+    if window is not None and any(n > window for n in lens):
+        raise ValueError(f"cu_seqlens gives window lengths {lens}, longer than the window T={window}")
 
 
 def check_slots(name: str, slots: torch.Tensor, num_slots: int) -> list[int]:

@@ -4,8 +4,8 @@ Layouts: ``x`` [N, C] tokens; ``weight`` [C, W] (W = kernel size, 4 in Qwen3-Nex
 [C] or None; ``conv_state`` [S, W-1, C], the last W-1 inputs of each slot, oldest first.
 
 For a speculative window the state must roll back to the last accepted token (DESIGN §4). The
-window op therefore leaves the state alone and records each row's conv inputs, state included,
-in ``window`` [B, W-1+T_max, C]; ``conv_commit`` then keeps the W-1 inputs that end at the last
+update op therefore leaves the state alone and records each row's conv inputs, state included,
+in ``scratch`` [B, W-1+T_max, C]; ``conv_commit`` then keeps the W-1 inputs that end at the last
 accepted token. These are plain PyTorch ops with device-side indexing only (no host sync), so
 they can be captured in a CUDA graph; rows with slot -1 read and write nothing that matters
 (their gathers are clamped and their outputs zeroed).
@@ -59,18 +59,18 @@ def causal_conv1d_prefill(x, weight, bias, cu_seqlens, initial_state=None):
     return y, final
 
 
-def causal_conv1d_window(x, conv_state, weight, bias, slots, cu_seqlens, window):
-    """One speculative window per row, state untouched; fills ``window`` for ``conv_commit``.
+def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch):
+    """One speculative window per row, state untouched; fills ``scratch`` for ``conv_commit``.
 
     x: [N, C]; conv_state: [S, W-1, C]; slots: [B] int32 (-1 padding); cu_seqlens: [B+1] int32 with
-    windows of at most T_max tokens; window: [>=B, W-1+T_max, C] scratch (x's dtype), written for
+    windows of at most T_max tokens; scratch: [>=B, W-1+T_max, C] (x's dtype), written for
     rows 0..B-1. Returns y: [N, C] (padding rows' outputs are 0).
     """
     _check_conv(x, weight, bias, conv_state)
     N, C = x.shape
     W = weight.shape[1]
     B = slots.shape[0]
-    span = window.shape[1]  # W-1+T_max
+    span = scratch.shape[1]  # W-1+T_max
     dev = x.device
     pos = torch.arange(span, device=dev)
     starts, lens = cu_seqlens[:-1].long(), (cu_seqlens[1:] - cu_seqlens[:-1]).long()
@@ -81,7 +81,7 @@ def causal_conv1d_window(x, conv_state, weight, bias, slots, cu_seqlens, window)
     from_state = (pos < W - 1)[None, :] & live[:, None]
     st = conv_state[safe_slots][:, pos.clamp(max=W - 2)]  # [B, span, C]
     xx = torch.where(from_state[..., None], st, torch.where(from_x[..., None], x[tok], x.new_zeros(())))
-    window[:B] = xx
+    scratch[:B] = xx
     taps = xx.float().unfold(1, W, 1)  # [B, T_max, C, W]
     rows_y = (taps * weight.float()[None, None]).sum(-1)
     if bias is not None:
@@ -91,14 +91,14 @@ def causal_conv1d_window(x, conv_state, weight, bias, slots, cu_seqlens, window)
     return rows_y[row, torch.arange(N, device=dev) - starts[row]].to(x.dtype)
 
 
-def conv_commit(conv_state, window, slots, num_accepted):
+def conv_commit(conv_state, scratch, slots, num_accepted):
     """Roll ``conv_state[slots]`` forward to the last accepted token of each row's window.
 
-    window: [>=B, W-1+T_max, C] from ``causal_conv1d_window``; num_accepted: [B] int32 (>= 1).
+    scratch: [>=B, W-1+T_max, C] from ``causal_conv1d_update``; num_accepted: [B] int32 (>= 1).
     Rows with slot -1 are skipped. Mutates ``conv_state``.
     """
     B = slots.shape[0]
     Wm1 = conv_state.shape[1]
     idx = num_accepted.long()[:, None] + torch.arange(Wm1, device=slots.device)[None, :]  # [B, W-1]
-    kept = torch.gather(window[:B], 1, idx[..., None].expand(B, Wm1, window.shape[2]))
+    kept = torch.gather(scratch[:B], 1, idx[..., None].expand(B, Wm1, scratch.shape[2]))
     scatter_slots_(conv_state, slots, kept)

@@ -3,6 +3,6 @@
 from .config import PoolConfig
 from .lifecycle import PoolExhaustedError, SlotError
 from .pool import GDNStatePool
-from .transfer import PoolSnapshot
+from .transfer import ParkedSlots
 
-__all__ = ["GDNStatePool", "PoolConfig", "PoolExhaustedError", "PoolSnapshot", "SlotError"]
+__all__ = ["GDNStatePool", "ParkedSlots", "PoolConfig", "PoolExhaustedError", "SlotError"]

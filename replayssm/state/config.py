@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..ops.ring import check_ring_geometry
+from ..ops.shape import GDNShape
 from ..ops.verify import DOT_PRECISIONS
 
 BACKENDS = ("replay", "recurrent")
@@ -16,10 +17,10 @@ BACKENDS = ("replay", "recurrent")
 class PoolConfig:
     """Geometry and policy of a ``GDNStatePool`` (all GDN layers of one model, one device).
 
-    ``max_window`` is T (last accepted token + drafts); ``ring_len`` L (replay backend only; a power
+    ``window`` is T (last accepted token + drafts); ``ring_len`` L (replay backend only; a power
     of two >= 2T); ``max_batch`` bounds the rows of one step (default ``num_slots``) and sizes the
-    recurrent backend's snapshot scratch and both backends' conv-window scratch. ``conv_channels``
-    defaults to the q/k/v width 2*H*K + HV*V. ``validate`` turns on the host-side checks of slot
+    recurrent backend's snapshot scratch and both backends' conv scratch. ``conv_channels``
+    defaults to the q/k/v width (``GDNShape.conv_channels``). ``validate`` turns on the host-side checks of slot
     ids and the step protocol (they read slot ids back to the host; engines that capture CUDA
     graphs turn them off).
     """
@@ -30,7 +31,7 @@ class PoolConfig:
     HV: int
     K: int
     V: int
-    max_window: int = 4
+    window: int = 4
     ring_len: int = 16
     backend: str = "replay"
     dtype: torch.dtype = torch.bfloat16
@@ -44,7 +45,7 @@ class PoolConfig:
     impl: str = field(default="auto")
 
     def __post_init__(self):
-        for name in ("num_slots", "num_layers", "H", "HV", "K", "V", "max_window", "conv_kernel"):
+        for name in ("num_slots", "num_layers", "H", "HV", "K", "V", "window", "conv_kernel"):
             val = getattr(self, name)
             if not isinstance(val, int) or val < 1:
                 raise ValueError(f"PoolConfig.{name} must be a positive int, got {val!r}")
@@ -53,7 +54,7 @@ class PoolConfig:
         if self.backend not in BACKENDS:
             raise ValueError(f"PoolConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.backend == "replay":
-            check_ring_geometry(self.ring_len, self.max_window)
+            check_ring_geometry(self.ring_len, self.window)
         if self.dot_precision not in DOT_PRECISIONS:
             raise ValueError(f"PoolConfig.dot_precision must be one of {DOT_PRECISIONS}, got {self.dot_precision!r}")
         if self.max_batch is not None and (not isinstance(self.max_batch, int) or self.max_batch < 1):
@@ -62,15 +63,13 @@ class PoolConfig:
             raise ValueError(f"PoolConfig.conv_kernel must be >= 2, got {self.conv_kernel}")
 
     @property
+    def shape(self) -> GDNShape:
+        return GDNShape(self.H, self.HV, self.K, self.V)
+
+    @property
     def channels(self) -> int:
-        return self.conv_channels if self.conv_channels is not None else 2 * self.H * self.K + self.HV * self.V
+        return self.conv_channels if self.conv_channels is not None else self.shape.conv_channels
 
     @property
     def batch_rows(self) -> int:
         return self.max_batch if self.max_batch is not None else self.num_slots
-
-    def geometry(self) -> tuple:
-        """What a snapshot must match to be restored into a pool of this config."""
-        return (self.backend, self.num_layers, self.H, self.HV, self.K, self.V, self.max_window,
-                self.ring_len if self.backend == "replay" else None, self.dtype, self.u_dtype or self.dtype,
-                self.conv_kernel, self.channels)  # fmt: skip

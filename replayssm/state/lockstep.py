@@ -23,10 +23,11 @@ class LockstepPool:
     """
 
     def __init__(self, primary: GDNStatePool, shadow: GDNStatePool, *extra: GDNStatePool):
+        a = primary.cfg
         for other in (shadow, *extra):
-            same = primary.cfg.geometry()[1:7] == other.cfg.geometry()[1:7]
-            if not same or primary.cfg.num_slots != other.cfg.num_slots:
-                raise ValueError("lockstep pools must have the same layers, heads, head dims and slots")
+            b = other.cfg
+            if (a.num_layers, a.shape, a.window, a.num_slots) != (b.num_layers, b.shape, b.window, b.num_slots):
+                raise ValueError("lockstep pools must have the same layers, head shape, window and slots")
         self.primary, self.shadow, self.extra = primary, shadow, list(extra)
         self.cfg, self.device = primary.cfg, primary.device
 
@@ -84,9 +85,9 @@ class LockstepPool:
     def offload(self, slots):
         return tuple(p.offload(slots) for p in (self.primary, *self._followers))
 
-    def restore(self, snapshot):
-        slots = self.primary.restore(snapshot[0])
-        return self._same_slots(slots, [p.restore(s) for p, s in zip(self._followers, snapshot[1:])], "restored into")
+    def restore(self, parked):
+        slots = self.primary.restore(parked[0])
+        return self._same_slots(slots, [p.restore(s) for p, s in zip(self._followers, parked[1:])], "restored into")
 
     def fork(self, slots):
         new = self.primary.fork(slots)

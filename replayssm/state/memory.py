@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..ops.shape import GDNShape
+
 
 def _nbytes(*tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
@@ -10,15 +12,15 @@ def _nbytes(*tensors) -> int:
 def pool_memory_report(pool) -> dict[str, int]:
     """Bytes a ``GDNStatePool`` holds, by category."""
     rep = {
-        "checkpoints": _nbytes(pool.state),
+        "checkpoints": _nbytes(pool.checkpoint),
         "rings": 0,
         "speculative_scratch": _nbytes(pool.snapshots),
-        "conv": _nbytes(pool.conv_state, pool.conv_window),
+        "conv": _nbytes(pool.conv_state, pool.conv_scratch),
     }
     if pool.cfg.backend == "replay":
         c = pool.cursors
         rep["rings"] = _nbytes(pool.ring_k, pool.ring_v, pool.ring_g, pool.ring_beta, pool.ring_u) + _nbytes(
-            c.write_pos, c.base, c.flush, c.window
+            c.write_pos, c.base, c.flush, c.pending
         )
     rep["total"] = sum(rep.values())
     return rep
@@ -32,7 +34,7 @@ def plan_memory(geo, *, tp: int = 1, T: int = 4, L: int = 16, act_bytes: int = 2
     """Per-request bytes of both backends for one GPU of a TP group, and how many requests fit.
 
     ``context`` > 0 adds the full-attention KV cache of that many tokens per request (K and V,
-    activation dtype). Scratch that scales with running requests (snapshots, conv windows) is
+    activation dtype). Scratch that scales with running requests (snapshots, conv scratch) is
     counted per request, since every running request needs it at the same time.
     """
     from .presets import ModelGeometry
@@ -44,17 +46,17 @@ def plan_memory(geo, *, tp: int = 1, T: int = 4, L: int = 16, act_bytes: int = 2
             raise ValueError(f"tp={tp} does not divide {name}={heads}")
     u_bytes = act_bytes if u_bytes is None else u_bytes
     H, HV, K, V, W = geo.H // tp, geo.HV // tp, geo.K, geo.V, geo.conv_kernel
-    C = 2 * H * K + HV * V
+    C = GDNShape(H, HV, K, V).conv_channels
     layer = {
         "state": HV * V * K * 4,
         "conv_state": (W - 1) * C * act_bytes,
-        "conv_window": (W - 1 + T) * C * act_bytes,
+        "conv_scratch": (W - 1 + T) * C * act_bytes,
         "ring": L * (H * K * act_bytes + HV * V * act_bytes + HV * 4 + HV * 4 + HV * V * u_bytes),
         "snapshots": T * HV * V * K * 4,
     }
     n = geo.num_gdn_layers
     kv = geo.num_attention_layers * 2 * max(1, geo.num_kv_heads // tp) * geo.head_dim * act_bytes * context
-    common = n * (layer["state"] + layer["conv_state"] + layer["conv_window"]) + kv
+    common = n * (layer["state"] + layer["conv_state"] + layer["conv_scratch"]) + kv
     per_request = {"recurrent": common + n * layer["snapshots"], "replay": common + n * layer["ring"] + 4 * 4}
     scratch = {"recurrent": n * layer["snapshots"], "replay": 0}
     out = {"model": geo.name, "tp": tp, "T": T, "L": L, "gdn_layers": n, "H": H, "HV": HV, "K": K, "V": V,
@@ -74,7 +76,7 @@ def format_plan(p: dict) -> str:
     rows = [
         ("state (HV*V*K*4)", lay["state"], lay["state"]),
         ("conv state ((W-1)*C*act)", lay["conv_state"], lay["conv_state"]),
-        ("conv window ((W-1+T)*C*act)", lay["conv_window"], lay["conv_window"]),
+        ("conv scratch ((W-1+T)*C*act)", lay["conv_scratch"], lay["conv_scratch"]),
         ("snapshots (T*HV*V*K*4)", lay["snapshots"], 0),
         ("ring (L*(H*K*a + HV*V*a + 8*HV + HV*V*u))", 0, lay["ring"]),
     ]

@@ -35,7 +35,7 @@ class OpenLoopReplayPool(GDNStatePool):
         idx = torch.tensor(due, dtype=torch.int32, device=self.device)
         for layer, ring in enumerate(self.rings):
             for s in due:
-                self.state[layer, s] = self._open_loop(self.state[layer, s], ring, s)
+                self.checkpoint[layer, s] = self._open_loop(self.checkpoint[layer, s], ring, s)
         ring_mark_folded(self.cursors, idx, validate=False, impl=self.cfg.impl)
 
     def _open_loop(self, S0: torch.Tensor, ring, slot: int) -> torch.Tensor:
@@ -44,8 +44,7 @@ class OpenLoopReplayPool(GDNStatePool):
         if wp == 0:
             return S0
         pos = [(bs + j) & (ring.L - 1) for j in range(wp)]
-        G = self.cfg.HV // self.cfg.H
-        k = l2norm_reference(ring.k[slot][:, pos].float()).repeat_interleave(G, dim=0)  # [HV, c, K]
+        k = l2norm_reference(ring.k[slot][:, pos].float()).repeat_interleave(self.cfg.shape.group, dim=0)  # [HV, c, K]
         P = torch.cumsum(ring.g[slot][:, pos], -1)  # [HV, c]
         u = ring.u[slot][:, pos].float() * torch.exp(P[:, -1:] - P)[..., None]  # [HV, c, V]
         return torch.exp(P[:, -1])[:, None, None] * S0 + u.transpose(1, 2) @ k

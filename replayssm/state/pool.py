@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..ops import Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit, ring_mark_folded
-from ..ops.conv import causal_conv1d_window, conv_commit
+from ..ops.conv import causal_conv1d_update, conv_commit
 from ..ops.snapshots import commit_snapshots
 from .config import PoolConfig
 from .lifecycle import SlotError, SlotTracker
@@ -31,18 +31,18 @@ class GDNStatePool:
         self.cfg = cfg
         dev = torch.empty(0, device=cfg.device).device  # normalised: "cuda" -> "cuda:0"
         self.device = dev
-        NL, S, B, T = cfg.num_layers, cfg.num_slots, cfg.batch_rows, cfg.max_window
-        # checkpoint (replay) or live state (recurrent), all layers in one tensor
-        self.state = torch.zeros(NL, S, cfg.HV, cfg.V, cfg.K, dtype=torch.float32, device=dev)
+        NL, S, B, T = cfg.num_layers, cfg.num_slots, cfg.batch_rows, cfg.window
+        # replay: the state at the last fold; recurrent: the committed state. All layers in one tensor.
+        self.checkpoint = torch.zeros(NL, S, cfg.HV, cfg.V, cfg.K, dtype=torch.float32, device=dev)
         self.conv_state = torch.zeros(NL, S, cfg.conv_kernel - 1, cfg.channels, dtype=cfg.dtype, device=dev)
-        self.conv_window = torch.zeros(NL, B, cfg.conv_kernel - 1 + T, cfg.channels, dtype=cfg.dtype, device=dev)
+        self.conv_scratch = torch.zeros(NL, B, cfg.conv_kernel - 1 + T, cfg.channels, dtype=cfg.dtype, device=dev)
         self.snapshots = None
         self.rings: list[Ring] = []
         if cfg.backend == "recurrent":
             self.snapshots = torch.empty(NL, B, T, cfg.HV, cfg.V, cfg.K, dtype=torch.float32, device=dev)
         else:
-            self.cursors = RingCursors.allocate(S, L=cfg.ring_len, max_window=T, device=dev)
-            one = Ring.allocate(S, cfg.H, cfg.HV, cfg.K, cfg.V, L=cfg.ring_len, max_window=T, dtype=cfg.dtype,
+            self.cursors = RingCursors.allocate(S, L=cfg.ring_len, window=T, device=dev)
+            one = Ring.allocate(S, cfg.H, cfg.HV, cfg.K, cfg.V, L=cfg.ring_len, window=T, dtype=cfg.dtype,
                                 u_dtype=cfg.u_dtype, device=dev, cursors=self.cursors)  # fmt: skip
             # one tensor per kind for all layers; each layer's Ring is a view into it
             self.ring_k, self.ring_v, self.ring_g, self.ring_beta, self.ring_u = (
@@ -61,10 +61,10 @@ class GDNStatePool:
         ids = self.tracker.alloc(n)
         slots = torch.tensor(ids, dtype=torch.int32, device=self.device)
         idx = slots.long()
-        self.state[:, idx] = 0
+        self.checkpoint[:, idx] = 0
         self.conv_state[:, idx] = 0
         if self.cfg.backend == "replay":
-            for c in (self.cursors.write_pos, self.cursors.base, self.cursors.flush, self.cursors.window):
+            for c in (self.cursors.write_pos, self.cursors.base, self.cursors.flush, self.cursors.pending):
                 c[idx] = 0
         return slots
 
@@ -111,17 +111,18 @@ class GDNStatePool:
                 pending = [s for s in ids if int(self.cursors.write_pos[s])]
                 if pending:
                     raise ValueError(f"slots {pending} hold unfolded ring history; flush() them before write_prefill")
-        self.state[layer, slots.long()] = state.to(self.device)
+        self.checkpoint[layer, slots.long()] = state.to(self.device)
         self.conv_state[layer, slots.long()] = conv_state.to(self.device)
 
     def conv_update(self, layer, x, *, weight, bias, slots, cu_seqlens) -> torch.Tensor:
         """Causal conv1d + SiLU over the step's tokens x [N, C]; the conv state moves only at commit."""
         layer = self._layer(layer)
         self._ids(slots)
-        return causal_conv1d_window(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, self.conv_window[layer])
+        scratch = self.conv_scratch[layer]
+        return causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch)
 
     def verify(self, layer, q, k, v, a, b, *, A_log, dt_bias, slots, cu_seqlens, scale=None) -> torch.Tensor:
-        """Speculative verify of one layer over windows of 1..max_window tokens; returns o [N, HV, V]."""
+        """Speculative verify of one layer over windows of 1..window tokens; returns o [N, HV, V]."""
         return self._window(layer, "verify", q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale)
 
     def decode(self, layer, q, k, v, a, b, *, A_log, dt_bias, slots, cu_seqlens=None, scale=None) -> torch.Tensor:
@@ -142,12 +143,12 @@ class GDNStatePool:
         kw = dict(A_log=A_log, dt_bias=dt_bias, slots=slots, cu_seqlens=cu_seqlens, scale=scale, impl=cfg.impl)
         try:
             if cfg.backend == "replay":
-                return gdn_replay_verify(q, k, v, a, b, checkpoint=self.state[layer], ring=self.rings[layer],
+                return gdn_replay_verify(q, k, v, a, b, checkpoint=self.checkpoint[layer], ring=self.rings[layer],
                                          dot_precision=cfg.dot_precision, validate=cfg.validate, **kw)  # fmt: skip
             if kind == "decode":
-                return gdn_recurrent(q, k, v, a, b, state=self.state[layer], validate=cfg.validate, **kw)
+                return gdn_recurrent(q, k, v, a, b, state=self.checkpoint[layer], validate=cfg.validate, **kw)
             snaps = self.snapshots[layer, : slots.shape[0]]
-            return gdn_recurrent(q, k, v, a, b, state=self.state[layer], snapshots=snaps, update_state=False,
+            return gdn_recurrent(q, k, v, a, b, state=self.checkpoint[layer], snapshots=snaps, update_state=False,
                                  validate=cfg.validate, **kw)  # fmt: skip
         except (ValueError, TypeError):
             if cfg.validate:
@@ -177,9 +178,9 @@ class GDNStatePool:
         if self.cfg.backend == "replay":
             ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
         elif not decode:  # decode updated the state in place; a verify step left snapshots to pick from
-            commit_snapshots(self.state, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
+            commit_snapshots(self.checkpoint, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
         for layer in range(self.cfg.num_layers):
-            conv_commit(self.conv_state[layer], self.conv_window[layer], slots, num_accepted)
+            conv_commit(self.conv_state[layer], self.conv_scratch[layer], slots, num_accepted)
         self.tracker.end_step(ids)
 
     # --- committed state: read, fold, move --------------------------------------------------------
@@ -190,9 +191,10 @@ class GDNStatePool:
         if self.cfg.validate:
             self.tracker.check_idle(ids, "committed_state")
         if self.cfg.backend == "recurrent":
-            return self.state[layer, slots.long()].clone()
+            return self.checkpoint[layer, slots.long()].clone()
         out = torch.empty(slots.shape[0], self.cfg.HV, self.cfg.V, self.cfg.K, device=self.device)
-        return gdn_exact_fold(self.state[layer], self.rings[layer], slots, out=out, validate=False, impl=self.cfg.impl)
+        ring = self.rings[layer]
+        return gdn_exact_fold(self.checkpoint[layer], ring, slots, out=out, validate=False, impl=self.cfg.impl)
 
     def committed_conv_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         layer = self._layer(layer)
@@ -207,21 +209,21 @@ class GDNStatePool:
             self.tracker.check_idle(ids, "flush")
         if self.cfg.backend == "replay":
             for layer in range(self.cfg.num_layers):
-                gdn_exact_fold(self.state[layer], self.rings[layer], slots, empty_history=False, validate=False,
+                gdn_exact_fold(self.checkpoint[layer], self.rings[layer], slots, empty_history=False, validate=False,
                                impl=self.cfg.impl)  # fmt: skip
             ring_mark_folded(self.cursors, slots, validate=False, impl=self.cfg.impl)
 
     def offload(self, slots: torch.Tensor):
-        """CPU snapshot of ``slots`` (checkpoints, rings, cursors, conv state); the slots stay allocated."""
+        """CPU copy of ``slots`` (checkpoints, rings, cursors, conv state); the slots stay allocated."""
         from .transfer import offload
 
         return offload(self, slots)
 
-    def restore(self, snapshot) -> torch.Tensor:
-        """Allocate new slots holding ``snapshot``; they continue bit for bit where it stopped."""
+    def restore(self, parked) -> torch.Tensor:
+        """Allocate new slots holding ``parked`` (from ``offload``); they continue bit for bit where it stopped."""
         from .transfer import restore
 
-        return restore(self, snapshot)
+        return restore(self, parked)
 
     def fork(self, slots: torch.Tensor) -> torch.Tensor:
         """New slots with identical committed state and history (parallel sampling, shared prefixes)."""

@@ -135,7 +135,7 @@ def test_spec_chain(kernels, device, dtype, T, L, scatter):
     # ours (reference backend, always on the CPU): recurrent baseline state, ReplaySSM checkpoint + ring
     state = state0.clone()
     checkpoint = state0.clone()
-    ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=dtype, device=cpu)
+    ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=dtype, device=cpu)
     # SGLang, on `device`
     rec = SGLangRecurrentPeer(S, H, HV, K, V, T=T, max_batch=B_max, dtype=dtype, device=device, kernels=kernels,
                               scatter=scatter)  # fmt: skip

@@ -16,7 +16,7 @@ def test_train_tiny_smoke(tmp_path):
               "--threads", "1"])  # fmt: skip
     for f in ("config.json", "model.safetensors", "tokenizer.json", "TRAINING.md"):
         assert (tmp_path / f).is_file(), f
-    llm = LLM(tmp_path, backend="replay", draft_tokens=4, device="cpu", max_len=128)
+    llm = LLM(tmp_path, backend="replay", window=4, device="cpu", max_len=128)
     out = llm.generate(["def main():\n"], max_new_tokens=8)[0]
     assert len(out.token_ids) == 8 and isinstance(out.text, str)
     assert llm.decode(llm.encode("héllo wörld\n")) == "héllo wörld\n"  # byte-level round trip

@@ -22,7 +22,7 @@ class Chain:
         self.dims, self.T, self.dtype, self.device, self.impl = (S, H, HV, K, V), T, dtype, device, impl
         self.state = random_state(S, HV, V, K, device=device, gen=self.gen)  # baseline's committed states
         self.checkpoint = self.state.clone()
-        self.ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=dtype, device=device)
+        self.ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=dtype, device=device)
         self.x = None
         self.flushes = 0
         self.A_log = (torch.rand(HV, generator=self.gen) * 2 - 1.5).to(device)

@@ -12,9 +12,9 @@ from .gdn64 import rel_err
 OUT_BOUND = {torch.float32: 1e-4, torch.float16: 5e-3}
 
 
-def run_chain(*, G, T, L, dtype, device, impl, steps, num_slots=4, seed=0):
+def run_chain(*, group, T, L, dtype, device, impl, steps, num_slots=4, seed=0):
     H, K, V = 2, 16, 16
-    c = Chain(num_slots, H, H * G, K, V, T=T, L=L, dtype=dtype, device=device, impl=impl, seed=seed)
+    c = Chain(num_slots, H, H * group, K, V, T=T, L=L, dtype=dtype, device=device, impl=impl, seed=seed)
     rng = torch.Generator().manual_seed(seed + 1)
     worst, wraps = 0.0, 0
     for _ in range(steps):
@@ -43,18 +43,19 @@ def run_chain(*, G, T, L, dtype, device, impl, steps, num_slots=4, seed=0):
 
 
 @pytest.mark.parametrize(
-    "G,T,L,dtype",
+    "group,T,L,dtype",
     [(2, 4, 8, torch.float16), (4, 2, 16, torch.float32), (1, 1, 8, torch.float32)],
-    ids=["G2-T4-L8(L=2T)-fp16", "G4-T2-L16-fp32", "G1-T1-L8-decode"],
+    ids=["group2-T4-L8(L=2T)-fp16", "group4-T2-L16-fp32", "group1-T1-L8-decode"],
 )
-def test_kernel_chain_bitwise(device, G, T, L, dtype):
-    c, wraps = run_chain(G=G, T=T, L=L, dtype=dtype, device=device, impl="triton", steps=64, num_slots=3)
+def test_kernel_chain_bitwise(device, group, T, L, dtype):
+    c, wraps = run_chain(group=group, T=T, L=L, dtype=dtype, device=device, impl="triton", steps=64, num_slots=3)
     assert c.flushes >= 8 and wraps >= 4  # the chain crossed many folds and ring wrap-arounds
 
 
-@pytest.mark.parametrize("G", [1, 2, 4])
+@pytest.mark.parametrize("group", [1, 2, 4])
 @pytest.mark.parametrize("T,L", [(1, 8), (2, 8), (4, 8), (4, 16)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_reference_chain_bitwise(G, T, L, dtype):
-    c, wraps = run_chain(G=G, T=T, L=L, dtype=dtype, device="cpu", impl="reference", steps=80, seed=G * 7 + T)
+def test_reference_chain_bitwise(group, T, L, dtype):
+    seed = group * 7 + T
+    c, wraps = run_chain(group=group, T=T, L=L, dtype=dtype, device="cpu", impl="reference", steps=80, seed=seed)
     assert c.flushes >= 8 and wraps >= 4

@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from replayssm.ops.conv import causal_conv1d_prefill, causal_conv1d_window, conv_commit
+from replayssm.ops.conv import causal_conv1d_prefill, causal_conv1d_update, conv_commit
 
 
 def _ref_outputs(history, xs, weight, bias):
@@ -31,7 +31,7 @@ def test_window_and_rollback_match_accepted_replay():
         cu[1:] = lens.cumsum(0)
         x = torch.randn(int(cu[-1]), C, generator=g)
         window = torch.full((3, W - 1 + T, C), float("nan"))
-        y = causal_conv1d_window(x, state, weight, bias, slots, cu, window)
+        y = causal_conv1d_update(x, state, weight, bias, slots, cu, window)
         n = torch.stack([torch.randint(1, int(m) + 1, (1,), generator=g)[0] for m in lens]).to(torch.int32)
         before = state.clone()
         conv_commit(state, window, slots, n)

@@ -36,7 +36,7 @@ def test_kernel_matches_reference_real_shapes(prec):
         c.commit([2] * 8)
     c.verify(list(range(8)), [3] * 8)
     x = c.last_inputs
-    c.ring.cursors.window.zero_()
+    c.ring.cursors.pending.zero_()
     outs = []
     for fn in (gdn_replay_verify, gdn_replay_verify_reference):
         kw = {"dot_precision": prec}

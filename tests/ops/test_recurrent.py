@@ -12,13 +12,13 @@ def _call(fn, x, state, slots, **kw):
               slots=slots, cu_seqlens=x["cu_seqlens"], **kw)  # fmt: skip
 
 
-@pytest.mark.parametrize("G", [1, 2, 4])
-def test_reference_matches_float64(G):
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_reference_matches_float64(group):
     lens, H, K, V = [3, 1, 4], 2, 16, 32
-    x = make_gdn_inputs(lens, H, H * G, K, V)
-    state = random_state(5, H * G, V, K)
+    x = make_gdn_inputs(lens, H, H * group, K, V)
+    state = random_state(5, H * group, V, K)
     slots = [4, 0, 2]
-    snaps = torch.full((3, 4, H * G, V, K), float("nan"))
+    snaps = torch.full((3, 4, H * group, V, K), float("nan"))
     new = state.clone()
     o = _call(gdn_recurrent_reference, x, new, slot_tensor(slots), snapshots=snaps)
     cu = x["cu_seqlens"].tolist()
@@ -33,22 +33,22 @@ def test_reference_matches_float64(G):
 
 
 @pytest.mark.parametrize(
-    "G,lens,slots,dtype",
+    "group,lens,slots,dtype",
     [
         (1, [1, 1, 1], [2, -1, 0], torch.float32),  # plain decode with a padding row
         (2, [2, 4, 1], [3, 1, -1], torch.float16),
         (4, [4, 3], [1, 4], torch.float32),
     ],
 )
-def test_kernel_matches_reference(device, G, lens, slots, dtype):
+def test_kernel_matches_reference(device, group, lens, slots, dtype):
     H, K, V = 2, 16, 32
-    x = make_gdn_inputs(lens, H, H * G, K, V, dtype=dtype, device=device)
-    state = random_state(5, H * G, V, K, device=device)
+    x = make_gdn_inputs(lens, H, H * group, K, V, dtype=dtype, device=device)
+    state = random_state(5, H * group, V, K, device=device)
     s = slot_tensor(slots, device)
     res = {}
     for impl in ("triton", "reference"):
         st = state.clone()
-        snaps = torch.full((len(lens), 4, H * G, V, K), float("nan"), device=device)
+        snaps = torch.full((len(lens), 4, H * group, V, K), float("nan"), device=device)
         out = torch.full_like(x["v"], float("nan"))
         o = _call(gdn_recurrent, x, st, s, snapshots=snaps, out=out, impl=impl)
         assert o is out

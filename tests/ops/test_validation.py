@@ -12,8 +12,8 @@ H, HV, K, V, T, L, S = 2, 4, 16, 16, 4, 8, 3
 
 def _setup():
     x = make_gdn_inputs([2, 3], H, HV, K, V, dtype=torch.float16)
-    ring = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=torch.float16)
-    ring.cursors.window[:] = 0
+    ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=torch.float16)
+    ring.cursors.pending[:] = 0
     state = random_state(S, HV, V, K)
     snaps = torch.full((2, T, HV, V, K), float("nan"))
     return x, ring, state, snaps, slot_tensor([2, 0])
@@ -24,7 +24,7 @@ def _snapshot(*objs):
     for o in objs:
         if isinstance(o, Ring):
             c = o.cursors
-            out += [o.k, o.v, o.g, o.beta, o.u, c.write_pos, c.base, c.flush, c.window]
+            out += [o.k, o.v, o.g, o.beta, o.u, c.write_pos, c.base, c.flush, c.pending]
         else:
             out.append(o)
     return [t.clone() for t in out]
@@ -100,19 +100,19 @@ def test_bad_state_and_ring():
         _verify(x, ring, state.transpose(2, 3), slots)
     with pytest.raises(ValueError, match="state must have shape"):
         _recurrent(x, ring, state[:, :2].contiguous(), slots)
-    other = Ring.allocate(S, 1, HV, K, V, L=16, max_window=T, dtype=torch.float16)
+    other = Ring.allocate(S, 1, HV, K, V, L=16, window=T, dtype=torch.float16)
     with pytest.raises(ValueError, match="ring was allocated for"):
         _verify(x, other, state, slots)
-    more_slots = Ring.allocate(S + 1, H, HV, K, V, L=L, max_window=T, dtype=torch.float16)
+    more_slots = Ring.allocate(S + 1, H, HV, K, V, L=L, window=T, dtype=torch.float16)
     with pytest.raises(ValueError, match="ring was allocated for"):
         _verify(x, more_slots, state, slots)
     with pytest.raises(ValueError, match="checkpoint has 3 slots, ring has 4"):
         gdn_exact_fold(state, more_slots, slots)
-    wrong_dtype = Ring.allocate(S, H, HV, K, V, L=L, max_window=T, dtype=torch.float32)
+    wrong_dtype = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=torch.float32)
     with pytest.raises(TypeError, match="ring records are"):
         _verify(x, wrong_dtype, state, slots)
-    short = Ring.allocate(S, H, HV, K, V, L=L, max_window=2, dtype=torch.float16)
-    with pytest.raises(ValueError, match="longer than the ring's max_window 2"):
+    short = Ring.allocate(S, H, HV, K, V, L=L, window=2, dtype=torch.float16)
+    with pytest.raises(ValueError, match="longer than the window T=2"):
         _verify(x, short, state, slots)
     with pytest.raises(ValueError, match="dot_precision must be one of"):
         _verify(x, ring, state, slots, dot_precision="bf16")
@@ -120,7 +120,7 @@ def test_bad_state_and_ring():
         _verify(x, ring, state, slots, out=torch.empty(5, HV, V + 1, dtype=torch.float16))
     with pytest.raises(ValueError, match=r"snapshots must have shape \(2, T_max"):
         _recurrent(x, ring, state, slots, snaps=snaps[:1])
-    with pytest.raises(ValueError, match="longer than the ring's max_window 2"):
+    with pytest.raises(ValueError, match="longer than the window T=2"):
         _recurrent(x, ring, state, slots, snaps=snaps[:, :2].contiguous())
     with pytest.raises(ValueError, match="out must have shape"):
         gdn_exact_fold(state, ring, slots, out=torch.empty(3, HV, V, K))
@@ -149,10 +149,10 @@ def test_bad_commit():
 @pytest.mark.parametrize(
     "kw,exc,msg",
     [
-        (dict(L=12, max_window=4), ValueError, "power of two"),
-        (dict(L=8, max_window=5), ValueError, r"must be >= 2 \* max_window = 10"),
-        (dict(L=8, max_window=0), ValueError, "max_window must be an int >= 1"),
-        (dict(L=8, max_window=4, dtype=torch.int8), TypeError, "dtype must be one of"),
+        (dict(L=12, window=4), ValueError, "power of two"),
+        (dict(L=8, window=5), ValueError, r"must be >= 2 \* window = 10"),
+        (dict(L=8, window=0), ValueError, "window must be an int >= 1"),
+        (dict(L=8, window=4, dtype=torch.int8), TypeError, "dtype must be one of"),
     ],
 )
 def test_ring_geometry(kw, exc, msg):

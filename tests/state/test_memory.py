@@ -55,7 +55,7 @@ def test_kv_cache_and_errors(tmp_path):
 
 
 def test_cli_memory(capsys):
-    assert main(["memory", "--model", "qwen3.5-122b-a10b", "--tp", "1", "--draft-tokens", "4"]) == 0
+    assert main(["memory", "--model", "qwen3.5-122b-a10b", "--tp", "1", "--window", "4"]) == 0
     out = capsys.readouterr().out
     assert "4,194,304" in out and "181,370,896" in out
     assert main(["memory", "--model", "qwen3.5-4b", "--json"]) == 0

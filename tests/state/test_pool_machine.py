@@ -13,7 +13,7 @@ OUT_BOUND = 1e-4  # fp32: recurrence vs window transform differ by float32 round
 
 
 def _pool(backend):
-    return GDNStatePool(PoolConfig(num_slots=S, num_layers=NL, H=H, HV=HV, K=K, V=V, max_window=T, ring_len=L,
+    return GDNStatePool(PoolConfig(num_slots=S, num_layers=NL, H=H, HV=HV, K=K, V=V, window=T, ring_len=L,
                                    backend=backend, dtype=torch.float32, max_batch=S + 1))  # fmt: skip
 
 
@@ -42,7 +42,7 @@ class LockstepPools(RuleBasedStateMachine):
 
     def _raw(self, p, ids):
         idx = torch.tensor(ids, dtype=torch.long)
-        parts = [p.state[:, idx], p.conv_state[:, idx]]
+        parts = [p.checkpoint[:, idx], p.conv_state[:, idx]]
         if p.cfg.backend == "replay":
             parts += [p.ring_k[:, idx], p.ring_u[:, idx], p.cursors.write_pos[idx], p.cursors.base[idx]]
         return [t.clone().nan_to_num() for t in parts]

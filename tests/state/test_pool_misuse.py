@@ -9,7 +9,7 @@ H, HV, K, V = 1, 2, 16, 16
 
 
 def _pool(backend="replay", **kw):
-    cfg = dict(num_slots=3, num_layers=2, H=H, HV=HV, K=K, V=V, max_window=2, ring_len=8, backend=backend,
+    cfg = dict(num_slots=3, num_layers=2, H=H, HV=HV, K=K, V=V, window=2, ring_len=8, backend=backend,
                dtype=torch.float32)  # fmt: skip
     cfg.update(kw)
     return GDNStatePool(PoolConfig(**cfg))
@@ -24,10 +24,10 @@ def _step_inputs(n_rows, T=2, gen=None):
 
 
 def _raw(pool):
-    parts = [pool.state, pool.conv_state]
+    parts = [pool.checkpoint, pool.conv_state]
     if pool.cfg.backend == "replay":
         c = pool.cursors
-        parts += [pool.ring_k, pool.ring_u, c.write_pos, c.base, c.flush, c.window]
+        parts += [pool.ring_k, pool.ring_u, c.write_pos, c.base, c.flush, c.pending]
     return [t.clone().nan_to_num() for t in parts]
 
 
@@ -89,10 +89,10 @@ def test_restore_from_other_geometry_refused():
     snap = src.offload(s)
     for other in (_pool("replay", ring_len=16), _pool("replay", HV=4), _pool("recurrent")):
         before = _raw(other)
-        with pytest.raises(ValueError, match="snapshot geometry"):
+        with pytest.raises(ValueError, match="parked slots come from a pool of another layout"):
             other.restore(snap)
         assert _unchanged(other, before) and other.num_free == 3
-    with pytest.raises(TypeError, match="snapshot must be a PoolSnapshot"):
+    with pytest.raises(TypeError, match="parked must be a ParkedSlots"):
         src.restore({"state": None})
 
 
