@@ -83,7 +83,7 @@ def _cmd_bench_kernels(args) -> int:
 
     cfg = KernelBenchConfig(
         geo=GDNShape(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), batches=tuple(args.batches),
-        L=args.ring, decode_L=tuple(args.decode_ring), dot_precision=args.dot_precision, peer_wheel=args.sglang_wheel,
+        L=args.ring, decode_L=tuple(args.decode_ring), peer_wheel=args.sglang_wheel,
     )  # fmt: skip
     payload = run_kernel_bench(cfg, args.out, sweep=args.sweep, tag=args.tag, tile=args.tile)
     bad = [r for r in payload["verify"] if not r["check"]["bitwise"]]
@@ -155,7 +155,6 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64, 128, 256])
     k.add_argument("--ring", type=int, default=16, help="ring length L for the verify step")
     k.add_argument("--decode-ring", type=int, nargs="+", default=[16, 32], help="ring lengths for plain decode")
-    k.add_argument("--dot-precision", default="tf32", choices=["tf32", "tf32x3", "ieee"])
     k.add_argument("--sglang-wheel", default=None, help="sglang==0.5.16 wheel to load the peer kernels from")
     k.add_argument("--sweep", nargs="*", default=None,
                    help="tiles to time first, as FOLDBVxWARPS[:BVxBKxSTAGESxWARPS] (e.g. 32x1:64x32x2x1)")  # fmt: skip

@@ -13,7 +13,7 @@ def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
     return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
-def lockstep_check(geo, B, T, nl, x, state0, *, L, dtype, steps=8, dot_precision="tf32", seed=0) -> dict:
+def lockstep_check(geo, B, T, nl, x, state0, *, L, dtype, steps=8, seed=0) -> dict:
     """Run ``steps`` verify -> commit steps (random acceptance) through both backends.
 
     Returns the worst output relative error (replay vs recurrent) and whether every layer's
@@ -22,7 +22,7 @@ def lockstep_check(geo, B, T, nl, x, state0, *, L, dtype, steps=8, dot_precision
     g = torch.Generator(device=state0.device).manual_seed(seed)
     n = torch.ones(B, dtype=torch.int32, device=state0.device)
     rec = RecurrentStep(geo, B, T, nl, x, lambda: n, state0)
-    rep = ReplayStep(geo, B, T, nl, x, lambda: n, state0, L=L, dtype=dtype, dot_precision=dot_precision)
+    rep = ReplayStep(geo, B, T, nl, x, lambda: n, state0, L=L, dtype=dtype)
     worst, bitwise, nan = 0.0, True, False
     slots = x["slots"]
     for _ in range(steps):

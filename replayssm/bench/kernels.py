@@ -33,7 +33,6 @@ class KernelBenchConfig:
     L: int = 16
     decode_L: tuple[int, ...] = (16, 32)
     dtype: torch.dtype = torch.bfloat16
-    dot_precision: str = "tf32"
     min_working_set: int = 256 << 20
     peer_wheel: str | None = None
 
@@ -64,7 +63,7 @@ def _replay_fixed(geo, B, T, nl, x, state0, cfg, L, *, flush: bool, peer=None):
 
         step = PeerReplayStep(peer, geo, B, T, nl, x, accept, state0, L=L, dtype=cfg.dtype)
     else:
-        step = ReplayStep(geo, B, T, nl, x, accept, state0, L=L, dtype=cfg.dtype, dot_precision=cfg.dot_precision)
+        step = ReplayStep(geo, B, T, nl, x, accept, state0, L=L, dtype=cfg.dtype)
     for _ in range(L):
         step()
     step.commit = False
@@ -78,12 +77,11 @@ def bench_window(cfg: KernelBenchConfig, T: int, B: int, bw: float, peer) -> dic
     x = make_inputs(geo, B, T, cfg.dtype)
     state0 = torch.randn(nl, B, geo.HV, geo.V, geo.K, device="cuda") * 0.05
     row = {"T": T, "B": B, "layers": nl, "L": L}
-    row["check"] = lockstep_check(geo, B, T, nl, x, state0, L=L, dtype=cfg.dtype, dot_precision=cfg.dot_precision)
+    row["check"] = lockstep_check(geo, B, T, nl, x, state0, L=L, dtype=cfg.dtype)
     row["recurrent_us"] = _time(RecurrentStep(geo, B, T, nl, x, acceptance(B, T, "random"), state0), nl)
     _free()
     for mode in ("full", "random"):
-        step = ReplayStep(geo, B, T, nl, x, acceptance(B, T, mode), state0, L=L, dtype=cfg.dtype,
-                          dot_precision=cfg.dot_precision)  # fmt: skip
+        step = ReplayStep(geo, B, T, nl, x, acceptance(B, T, mode), state0, L=L, dtype=cfg.dtype)
         row[f"replay_{mode}_us"] = _time(step, nl)
         row[f"fold_rate_{mode}"] = fold_rate(T, L, mode)
         del step
@@ -138,16 +136,12 @@ def parse_tile(spec: str):
 
 @contextmanager
 def tiles(fold, verify):
-    """Run every kernel with the given tiles (fold tile shared by baseline, fold and verify)."""
-    from ..ops._common import launch_config_override
-    from ..ops.verify import verify_config_override
+    """Run every kernel with ``fold[1]`` warps per program (the tile's K-split is pinned: rows only)."""
+    from ..ops import launch
 
-    with launch_config_override(*fold):
-        if verify is None:
-            yield
-        else:
-            with verify_config_override(*verify):
-                yield
+    cfg = launch.TileConfig(num_warps=fold[1])
+    with launch.override(recurrent=cfg, fold=cfg, verify=cfg):
+        yield
 
 
 def sweep_tiles(cfg: KernelBenchConfig, bw: float, specs, T=4, batches=(8, 256)) -> list[dict]:

@@ -73,7 +73,7 @@ class RecurrentDecode(RecurrentStep):
 class ReplayStep:
     """ReplaySSM: verify from checkpoint + ring for every layer, then one device-side cursor commit."""
 
-    def __init__(self, geo, B, T, nl, x, accept, state0, *, L, dtype, dot_precision="tf32", commit=True):
+    def __init__(self, geo, B, T, nl, x, accept, state0, *, L, dtype, commit=True):
         self.x, self.nl, self.accept, self.commit = x, nl, accept, commit
         self.checkpoint = state0.clone()
         dev = state0.device
@@ -81,13 +81,12 @@ class ReplayStep:
         self.rings = [Ring.allocate(B, geo.H, geo.HV, geo.K, geo.V, L=L, window=T, dtype=dtype, device=dev,
                                     cursors=self.cursors) for _ in range(nl)]  # fmt: skip
         self.out = torch.empty_like(x["v"])
-        self.dot_precision = dot_precision
 
     def verify(self, layer: int):
         x = self.x
         return gdn_replay_verify(x["q"], x["k"], x["v"], x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"],
                                  checkpoint=self.checkpoint[layer], ring=self.rings[layer], slots=x["slots"],
-                                 cu_seqlens=x["cu_seqlens"], dot_precision=self.dot_precision, out=self.out,
+                                 cu_seqlens=x["cu_seqlens"], out=self.out,
                                  validate=False)  # fmt: skip
 
     def __call__(self):
@@ -95,6 +94,8 @@ class ReplayStep:
             self.verify(layer)
         if self.commit:
             ring_commit(self.cursors, self.x["slots"], self.accept(), validate=False)
+        else:  # a frozen step still ends its epoch, as a commit would, so a flushing row folds every time
+            self.cursors.epoch.add_(1)
 
     def committed(self, layer: int) -> torch.Tensor:
         slots = self.x["slots"]

@@ -93,7 +93,11 @@ def gdn_exact_fold_reference(checkpoint, ring, slots, *, out=None, empty_history
         if slot < 0:
             continue
         done = folded_this_epoch(ring, slot)
-        h = checkpoint[slot] if done else fold_slot_reference(checkpoint[slot], ring, slot, history_positions(ring, slot))
+        h = (
+            checkpoint[slot]
+            if done
+            else fold_slot_reference(checkpoint[slot], ring, slot, history_positions(ring, slot))
+        )
         if out is not None:
             out[i] = h
         else:

@@ -19,7 +19,16 @@ from __future__ import annotations
 
 import torch
 
-from ..ops import Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit, ring_mark_folded
+from ..ops import (
+    Ring,
+    RingCursors,
+    gdn_exact_fold,
+    gdn_recurrent,
+    gdn_replay_verify,
+    ring_commit,
+    ring_mark_folded,
+    ring_reset,
+)
 from ..ops.conv import causal_conv1d_update, conv_commit
 from ..ops.snapshots import commit_snapshots
 from .config import PoolConfig
@@ -45,14 +54,16 @@ class GDNStatePool:
             one = Ring.allocate(S, cfg.H, cfg.HV, cfg.K, cfg.V, L=cfg.ring_len, window=T, dtype=cfg.dtype,
                                 u_dtype=cfg.u_dtype, device=dev, cursors=self.cursors)  # fmt: skip
             # one tensor per kind for all layers; each layer's Ring is a view into it
-            self.ring_k, self.ring_v, self.ring_g, self.ring_beta, self.ring_u = (
-                t.unsqueeze(0).repeat((NL,) + (1,) * t.dim()) for t in (one.k, one.v, one.g, one.beta, one.u)
+            self.ring_k, self.ring_v, self.ring_g, self.ring_beta, self.ring_u, self.ring_folded = (
+                t.unsqueeze(0).repeat((NL,) + (1,) * t.dim())
+                for t in (one.k, one.v, one.g, one.beta, one.u, one.folded)
             )
             del one
             self.rings = [
-                Ring(self.ring_k[i], self.ring_v[i], self.ring_g[i], self.ring_beta[i], self.ring_u[i], self.cursors)
+                Ring(self.ring_k[i], self.ring_v[i], self.ring_g[i], self.ring_beta[i], self.ring_u[i],
+                     self.ring_folded[i], self.cursors)
                 for i in range(NL)
-            ]
+            ]  # fmt: skip
         self.tracker = SlotTracker(cfg)
 
     # --- slots -------------------------------------------------------------------------------
@@ -64,8 +75,7 @@ class GDNStatePool:
         self.checkpoint[:, idx] = 0
         self.conv_state[:, idx] = 0
         if self.cfg.backend == "replay":
-            for c in (self.cursors.write_pos, self.cursors.base, self.cursors.flush, self.cursors.pending):
-                c[idx] = 0
+            ring_reset(self.cursors, slots, validate=False, impl=self.cfg.impl)
         return slots
 
     def free(self, slots: torch.Tensor) -> None:
@@ -144,7 +154,7 @@ class GDNStatePool:
         try:
             if cfg.backend == "replay":
                 return gdn_replay_verify(q, k, v, a, b, checkpoint=self.checkpoint[layer], ring=self.rings[layer],
-                                         dot_precision=cfg.dot_precision, validate=cfg.validate, **kw)  # fmt: skip
+                                         validate=cfg.validate, **kw)  # fmt: skip
             if kind == "decode":
                 return gdn_recurrent(q, k, v, a, b, state=self.checkpoint[layer], validate=cfg.validate, **kw)
             snaps = self.snapshots[layer, : slots.shape[0]]

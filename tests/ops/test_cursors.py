@@ -1,6 +1,6 @@
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from replayssm.ops import RingCursors, ring_commit, ring_mark_folded, ring_reset
@@ -17,22 +17,19 @@ def _cursors(S, L, T, seed):
     return c
 
 
-def _copy(c):
-    return RingCursors(c.write_pos.clone(), c.base.clone(), c.flush.clone(), c.pending.clone(), c.L, c.window)
-
-
 @pytest.mark.parametrize("L,T", [(8, 4), (16, 4), (16, 1)])
 def test_commit_kernel_matches_reference(L, T):
     c = _cursors(6, L, T, seed=L + T)
     slots = torch.tensor([4, -1, 0, 5, 2], dtype=torch.int32)
     n = torch.tensor([int(c.pending[s]) if s >= 0 else 1 for s in slots.tolist()], dtype=torch.int32)
-    a, b = _copy(c), _copy(c)
+    a, b = c.clone(), c.clone()
     ring_commit(a, slots, n, impl="triton")
     ring_commit(b, slots, n, impl="reference")
-    for name in ("write_pos", "base", "flush", "pending"):
+    for name in ("write_pos", "base", "flush", "pending", "epoch"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
     assert torch.equal(a.write_pos[[1, 3]], c.write_pos[[1, 3]])  # slots outside the batch untouched
     assert (a.pending[[4, 0, 5, 2]] == 0).all()
+    assert a.epoch.tolist() == [1, 0, 1, 0, 1, 1]  # a commit ends the slot's epoch (retires fold markers)
 
 
 def test_commit_semantics():
@@ -51,21 +48,21 @@ def test_commit_semantics():
 @pytest.mark.parametrize("impl", ["triton", "reference"])
 def test_mark_folded_and_reset(impl):
     c = _cursors(4, 16, 4, seed=1)
-    before = _copy(c)
+    before = c.clone()
     ring_mark_folded(c, torch.tensor([2, -1], dtype=torch.int32), impl=impl)
     assert c.base[2] == (before.base[2] + before.write_pos[2]) % 16
     assert c.write_pos[2] == c.flush[2] == c.pending[2] == 0
     ring_reset(c, torch.tensor([0], dtype=torch.int32), impl=impl)
     assert c.base[0] == c.write_pos[0] == c.flush[0] == c.pending[0] == 0
     assert torch.equal(c.write_pos[[1, 3]], before.write_pos[[1, 3]])
+    assert c.epoch.tolist() == [1, 0, 1, 0]  # both advance the epoch of their slots, and only theirs
 
 
 @settings(max_examples=60, deadline=None)
 @given(L=st.sampled_from([4, 8, 16, 32]), T=st.integers(1, 8), data=st.data())
 def test_protocol_invariants(L, T, data):
     """Under any acceptance sequence the next window always fits: write_pos + T <= L at every verify."""
-    if 2 * T > L:
-        return
+    assume(2 * T <= L)
     c = RingCursors.allocate(1, L=L, window=T)
     slot = torch.tensor([0], dtype=torch.int32)
     committed = 0  # records committed since the last fold, by the protocol's own bookkeeping

@@ -23,11 +23,10 @@ def test_real_shape_chain_bitwise_bf16():
         live = [s for s in slots if s >= 0]
         assert torch.equal(c.committed_replay(live), c.state[live])
     assert c.flushes > 20
-    assert worst < 2e-2  # bf16 outputs, tf32 dots in the window transform, bf16 update vectors
+    assert worst < 2e-2  # bf16 outputs and update vectors
 
 
-@pytest.mark.parametrize("prec", ["tf32", "ieee"])
-def test_kernel_matches_reference_real_shapes(prec):
+def test_kernel_matches_reference_real_shapes():
     from replayssm.ops import gdn_replay_verify, gdn_replay_verify_reference
 
     c = Chain(8, 16, 64, 128, 128, T=4, L=16, dtype=torch.bfloat16, device="cuda", impl="triton", seed=3)
@@ -39,7 +38,6 @@ def test_kernel_matches_reference_real_shapes(prec):
     c.ring.cursors.pending.zero_()
     outs = []
     for fn in (gdn_replay_verify, gdn_replay_verify_reference):
-        kw = {"dot_precision": prec}
         ck = c.checkpoint.clone()
-        outs.append(call(fn, x, checkpoint=ck, ring=c.ring.clone(), slots=c.slots, **kw))
-    assert rel_err(outs[0], outs[1]) < (1e-2 if prec == "tf32" else 5e-3)
+        outs.append(call(fn, x, checkpoint=ck, ring=c.ring.clone(), slots=c.slots))
+    assert rel_err(outs[0], outs[1]) < 5e-3  # bf16 outputs and update vectors; every product in fp32
