@@ -22,20 +22,3 @@ def use_triton(impl: str, *tensors: torch.Tensor) -> bool:
             return True
         return os.environ.get("REPLAYSSM_IMPL", "") == "triton"
     return impl == "triton"
-
-
-def sm_count(device: torch.device) -> int:
-    """Streaming multiprocessors of ``device`` (132 on an H200); 1 on the CPU (interpreter)."""
-    if device.type != "cuda":
-        return 1
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def rows_per_program(V: int, programs_per_row: int, device: torch.device, tile: int) -> int:
-    """How many of a head's V rows one program handles: all of them when the batch fills the GPU,
-    fewer (down to one tile) when ``programs_per_row`` (batch x heads) is too small to give every SM a
-    few programs. Row placement never changes a row's arithmetic (``_pinned``), only speed."""
-    rows = V
-    while rows > tile and programs_per_row * (V // rows) < 4 * sm_count(device):
-        rows //= 2
-    return rows

@@ -49,6 +49,9 @@ class _Shared:
         idx[_unwrap(dim)] = slice(s, s + _unwrap(length))
         return _Shared(self.data[tuple(idx)], self.dtype)
 
+    def _reinterpret(self, dtype, shape, layout):
+        return _Shared(self.data.reshape([_unwrap(x) for x in shape]), self.dtype)
+
     def permute(self, order):
         return _Shared(self.data.transpose([_unwrap(o) for o in order]), self.dtype)
 
@@ -97,7 +100,9 @@ def _shim() -> types.SimpleNamespace:
         f.__name__ = name
         return f
 
-    for name in ("program_id", "load", "store", "where", "exp", "log", "sqrt", "maximum", "minimum", "expand_dims"):
+    names = ("program_id", "load", "store", "where", "exp", "log", "sqrt", "fma", "maximum", "minimum", "expand_dims",
+             "broadcast", "reduce")
+    for name in names:
         setattr(ns, name, route(name))
     ns.sum = lambda x, axis=None: tl.sum(x, axis)
     ns.max = lambda x, axis=None: tl.max(x, axis)
@@ -110,11 +115,25 @@ def _shim() -> types.SimpleNamespace:
     return ns
 
 
+def _async_copy_shim() -> types.SimpleNamespace:
+    """``cp.async`` for the interpreter: a plain load stored into the (emulated) shared memory."""
+
+    def copy(smem, pointer, mask=None, cache_modifier="", eviction_policy="", volatile=False):
+        smem.store(tl.load(pointer, mask=mask, other=0) if mask is not None else tl.load(pointer))
+
+    return types.SimpleNamespace(
+        async_copy_global_to_shared=copy, commit_group=lambda: None, wait_group=lambda num_outstanding=0: None
+    )
+
+
 if INTERPRET:
     gl = _shim()
+    async_copy = _async_copy_shim()
     jit = triton.jit
 else:
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
+
     gl = _gl
     jit = _gluon.jit
 
-__all__ = ["INTERPRET", "gl", "jit"]
+__all__ = ["INTERPRET", "async_copy", "gl", "jit"]

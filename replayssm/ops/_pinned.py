@@ -41,12 +41,31 @@ MARK = tl.constexpr(MARK_ROWS)  # the same, as a constant the kernels can read
 
 
 @jit
+def _fma_combine(acc, w_acc, x, w_x):
+    """Reduction step of ``_dot_rows``: (acc, w_acc) + (x, w_x) = (x * w_x + acc * w_acc, 1) with an explicit
+    fused multiply-add. A partial sum carries weight 1 (the multiply by 1 folds away); a fresh element
+    carries its second factor, so every product enters the running sum through one ``fma``."""
+    return gl.fma(x, w_x, acc * w_acc), 1.0
+
+
+@jit
+def _dot_rows(a, b):
+    """Row-wise sum_K(a * b) of two [rows, K] fp32 tensors in ``tile_layout``, as one ``fma`` chain per thread
+    (register order) followed by the butterfly over the K-lanes.
+
+    ``gl.sum(a * b)`` would leave the first ``fadd(mul, mul)`` of every thread's chain to the compiler,
+    which fuses either product depending on the surrounding code: two kernels then round differently
+    (seen on the H200: 1 ulp between the baseline and the fold). Here no choice is left."""
+    return gl.reduce((a, b), 1, _fma_combine)[0]
+
+
+@jit
 def _l2norm(x):
     """x / sqrt(sum(x*x) + 1e-6) for a [1, K] fp32 row in ``tile_layout`` (K reduced like a tile row).
 
     Every normalised key in replayssm comes from here, so the ring's ``k^`` records are bitwise the
     keys the baseline normalises itself."""
-    return x * gl.expand_dims(1.0 / gl.sqrt(gl.sum(x * x, axis=1) + 1e-6), 1)
+    return x * gl.expand_dims(1.0 / gl.sqrt(_dot_rows(x, x) + 1e-6), 1)
 
 
 @jit
@@ -66,8 +85,9 @@ def _update(h, khat, v, e, beta):
     h: [BV, K] in ``tile_layout``; khat: [1, K] normalised key (same layout); v: [BV] fp32 (rows of
     the tile's row layout); e = exp(g), beta: fp32 scalars."""
     h = h * e
-    r = (v - gl.sum(h * khat, axis=1)) * beta
-    return h + khat * gl.expand_dims(r, 1)
+    hb, kb = gl.broadcast(h, khat)
+    r = (v - _dot_rows(hb, kb)) * beta
+    return gl.fma(khat, gl.expand_dims(r, 1), h)
 
 
 @jit
@@ -75,14 +95,21 @@ def _fold_records(h, rk, rv, rg, rb, n, start, rows, cols, K: tl.constexpr, V: t
     """Replay ``n`` ring records (physical ``(start + j) & (L - 1)``) onto the tile h with ``_update``.
 
     rk: this (slot, key head)'s [L, K] fp32 normalised keys; rv: this (slot, value head)'s [L, V] raw
-    values; rg, rb: its [L] fp32 gates. rows: [BV] row indices; cols: [1, K] column indices."""
+    values; rg, rb: its [L] fp32 gates. rows: [BV] row indices; cols: [1, K] column indices. The next
+    record is fetched while the current one is applied (its values, not the order of work, matter)."""
+    p = start & (L - 1)
+    khat_n = gl.load(rk + p * K + cols)
+    v_n = gl.load(rv + p * V + rows)
+    g_n = gl.load(rg + p)
+    b_n = gl.load(rb + p)
     for j in range(0, n):
-        p = (start + j) & (L - 1)
-        khat = gl.load(rk + p * K + cols)
-        v = gl.load(rv + p * V + rows).to(gl.float32)
-        e = gl.exp(gl.load(rg + p))
-        beta = gl.load(rb + p)
-        h = _update(h, khat, v, e, beta)
+        khat, v, g, beta = khat_n, v_n.to(gl.float32), g_n, b_n
+        p = (start + gl.minimum(j + 1, n - 1)) & (L - 1)
+        khat_n = gl.load(rk + p * K + cols)
+        v_n = gl.load(rv + p * V + rows)
+        g_n = gl.load(rg + p)
+        b_n = gl.load(rb + p)
+        h = _update(h, khat, v, gl.exp(g), beta)
     return h
 
 

@@ -8,22 +8,22 @@ H200 sweeps recorded in bench/NOTES.md; ``override`` lets a benchmark or a test 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
-from ._common import rows_per_program
 from ._pinned import tile_layout, tile_rows
 
 
 @dataclass(frozen=True)
 class TileConfig:
     """num_warps per program; rows_per_thread of the state tile; rows_per_program of one head's V rows
-    (None: all of them when the batch fills the GPU, fewer for small batches)."""
+    (None: one tile: the H200 streams best with many one-tile programs, bench/NOTES.md)."""
 
     num_warps: int = 4
     rows_per_thread: int = 1
     rows_per_program: int | None = None
+    stages: int = 3  # verify only: tiles of one head in flight through shared memory (cp.async pipeline)
 
     def __post_init__(self):
         for name in ("num_warps", "rows_per_thread"):
@@ -64,6 +64,7 @@ class Launch:
     rows: int  # rows of one tile block (BV)
     rows_per_program: int  # BVP, a multiple of ``rows``
     programs_per_head: int  # V // BVP
+    stages: int  # tiles in flight (verify), at most V // rows
 
 
 def resolve(kernel: str, V: int, programs: int, device: torch.device) -> Launch:
@@ -82,12 +83,8 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device) -> Launch:
     rows = tile_rows(warps, rpt)
     if V % rows:
         raise ValueError(f"V={V} must be a multiple of {rows} rows (a power of two >= 8)")
-    bvp = cfg.rows_per_program or rows_per_program(V, programs, device, rows)
+    bvp = cfg.rows_per_program or rows
     bvp = max(rows, min(V, bvp))
     if bvp % rows or V % bvp:
         raise ValueError(f"rows_per_program={bvp} must be a multiple of {rows} dividing V={V}")
-    return Launch(tile_layout(warps, rpt), warps, rows, bvp, V // bvp)
-
-
-def with_rows_per_program(cfg: TileConfig, rows: int) -> TileConfig:
-    return replace(cfg, rows_per_program=rows)
+    return Launch(tile_layout(warps, rpt), warps, rows, bvp, V // bvp, max(1, min(cfg.stages, V // rows)))

@@ -21,7 +21,7 @@ import triton
 from . import launch
 from ._common import use_triton
 from ._gluon import gl
-from ._pinned import gating_reference, l2norm_reference
+from ._pinned import gating_reference, l2norm_reference, tile_layout
 from ._validate import (
     check_cu_seqlens,
     check_gdn_inputs,
@@ -34,6 +34,7 @@ from ._validate import (
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import Ring
 from .verify_kernel import _gdn_replay_verify_kernel
+from .verify_prep import _window_prep_kernel
 
 
 def check_ring_matches(ring, S, H, HV, K, V, device, dtype) -> None:
@@ -122,13 +123,32 @@ def gdn_replay_verify_reference(
     return o
 
 
-def _layouts(ln: launch.Launch, BT: int, BVP: int):
+def _prep_layouts(K: int, BT: int):
+    """Layouts of the prep kernel (one warp per key head): a [1, K] row of the pinned tile, the [2BT, K] window
+    vectors, the [BT, BT, K] products of the Gram matrices."""
+    row = tile_layout(1)
+    xl = gl.BlockedLayout([1, 4], [1, 32], [1, 1], [1, 0])
+    l3 = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, 1, 1], [2, 1, 0])
+    return row, xl, l3
+
+
+def _main_layouts(ln: launch.Launch, BT: int):
+    """Layouts of the main kernel: the [BV, BT] per-row windows (rows as in the state tile, the window in-thread),
+    the [BT, BT] matrices, the [L] history gates, and the copy layouts (16-byte vectors along the contiguous
+    dim) of the [rows, K] tiles, the [L, V, 1] / [L, 1, 2BT] history buffers and the [V, BT] window values."""
     W = ln.num_warps
-    xl = gl.BlockedLayout([1, 4], [1, 32], [W, 1], [1, 0])  # [2BT, K]: the window vectors, for the history dots
-    l3 = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, W, 1], [2, 1, 0])  # [BT, BT, K]: the window's Gram matrices
-    epi = gl.BlockedLayout([BT, max(1, BVP // (32 * W))], [1, 32], [1, W], [1, 0])  # [BT, BVP]: whole windows
-    smem = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-    return xl, l3, epi, smem
+    epi = gl.BlockedLayout([ln.rows // (8 * W), BT], [8, 4], [W, 1], [1, 0])
+    m2 = gl.BlockedLayout([1, 1], [4, 8], [W, 1], [1, 0])
+    hl = gl.BlockedLayout([1], [32], [W], [0])
+    cp2 = gl.BlockedLayout([1, 4], [1, 32], [W, 1], [1, 0])
+    cp3 = gl.BlockedLayout([1, 4], [4, 8], [W, 1], [1, 0])  # [L, 2BT] fp32 history dots
+    cpv = gl.BlockedLayout([1, 8], [2, 16], [W, 1], [1, 0])  # [rows, V] 16-bit records and values
+    return epi, m2, hl, cp2, cp3, cpv
+
+
+_SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+_SMEM_TILE = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # 16-byte chunks XOR-swizzled by row: conflict-free tile reads
+_ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the same unswizzled bytes, indexable row by row
 
 
 def gdn_replay_verify(
@@ -173,13 +193,21 @@ def gdn_replay_verify(
     o = torch.empty_like(v) if out is None else out
     if B == 0:
         return o
-    ln = launch.resolve("verify", V, B * HV, q.device)
     BT = triton.next_power_of_2(ring.window)
     c = ring.cursors
-    _gdn_replay_verify_kernel[(ln.programs_per_head, HV, B)](
-        q, k, v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
+    L = ring.L
+    X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=q.device)
+    GR = torch.empty(B, H, 2, BT, BT, dtype=torch.float32, device=q.device)
+    C = torch.empty(B, H, L, 2 * BT, dtype=torch.float32, device=q.device)
+    _window_prep_kernel[(H, B)](
+        q, k, slots, cu_seqlens, ring.k, c.write_pos, c.base, c.flush, scale, X, GR, C,
+        H, K, L, BT, *_prep_layouts(K, BT), _SMEM, num_warps=1,
+    )  # fmt: skip
+    ln = launch.resolve("verify", V, B * HV, q.device)
+    _gdn_replay_verify_kernel[(HV, B)](
+        v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
         ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, c.write_pos, c.base, c.flush, c.pending, c.epoch,
-        scale, H, HV, K, V, ring.L, BT, ln.rows, ln.rows_per_program, ln.layout,
-        *_layouts(ln, BT, ln.rows_per_program), num_warps=ln.num_warps,
+        X, GR, C, H, HV, K, V, L, BT, ln.rows, ln.stages, ln.layout, *_main_layouts(ln, BT),
+        _SMEM, _SMEM_TILE, _ROWS1, num_warps=ln.num_warps,
     )  # fmt: skip
     return o
