@@ -18,7 +18,8 @@ from ._pinned import tile_layout, tile_rows
 @dataclass(frozen=True)
 class TileConfig:
     """num_warps per program; rows_per_thread of the state tile; rows_per_program of one head's V rows
-    (None: one tile: the H200 streams best with many one-tile programs, bench/NOTES.md)."""
+    (None: one tile -- the H200 streams best with many one-tile programs, bench/NOTES.md -- except for the
+    pipelined verify, which takes a whole head unless the batch is small)."""
 
     num_warps: int = 4
     rows_per_thread: int = 1
@@ -35,9 +36,9 @@ class TileConfig:
 
 
 DEFAULTS = {
-    "recurrent": TileConfig(num_warps=4, rows_per_thread=1),
-    "fold": TileConfig(num_warps=4, rows_per_thread=1),
-    "verify": TileConfig(num_warps=4, rows_per_thread=1),
+    "recurrent": TileConfig(num_warps=4, rows_per_thread=2),
+    "fold": TileConfig(num_warps=4, rows_per_thread=2),
+    "verify": TileConfig(num_warps=2, rows_per_thread=2, stages=2),
 }
 _OVERRIDES: list[dict[str, TileConfig]] = []
 
@@ -67,9 +68,10 @@ class Launch:
     stages: int  # tiles in flight (verify), at most V // rows
 
 
-def resolve(kernel: str, V: int, programs: int, device: torch.device) -> Launch:
+def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_small: bool = False) -> Launch:
     """The launch of ``kernel`` for heads of ``V`` rows when ``programs`` (batch x heads) programs would
-    each own a whole head."""
+    each own a whole head. With ``split_small`` and no explicit ``rows_per_program``, a head's rows are
+    spread over several programs when the batch leaves the GPU short of programs."""
     cfg = DEFAULTS[kernel]
     for o in reversed(_OVERRIDES):
         if kernel in o:
@@ -83,8 +85,18 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device) -> Launch:
     rows = tile_rows(warps, rpt)
     if V % rows:
         raise ValueError(f"V={V} must be a multiple of {rows} rows (a power of two >= 8)")
-    bvp = cfg.rows_per_program or rows
+    bvp = cfg.rows_per_program or (V if split_small else rows)
+    if split_small and not cfg.rows_per_program:
+        while bvp > rows and programs * (V // bvp) < 4 * _sm_count(device):
+            bvp //= 2
     bvp = max(rows, min(V, bvp))
     if bvp % rows or V % bvp:
         raise ValueError(f"rows_per_program={bvp} must be a multiple of {rows} dividing V={V}")
     return Launch(tile_layout(warps, rpt), warps, rows, bvp, V // bvp, max(1, min(cfg.stages, V // rows)))
+
+
+def _sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of ``device`` (132 on an H200); 1 on the CPU (interpreter)."""
+    if device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count

@@ -141,7 +141,9 @@ def _main_layouts(ln: launch.Launch, BT: int):
     m2 = gl.BlockedLayout([1, 1], [4, 8], [W, 1], [1, 0])
     hl = gl.BlockedLayout([1], [32], [W], [0])
     cp2 = gl.BlockedLayout([1, 4], [1, 32], [W, 1], [1, 0])
-    cp3 = gl.BlockedLayout([1, 4], [4, 8], [W, 1], [1, 0])  # [L, 2BT] fp32 history dots
+    vec = min(4, 2 * BT)  # a copy vector never runs past a [2BT] row (at T=1 a row is 8 bytes)
+    lanes = min(32, 2 * BT // vec)
+    cp3 = gl.BlockedLayout([1, vec], [32 // lanes, lanes], [W, 1], [1, 0])  # [L, 2BT] fp32 history dots
     cpv = gl.BlockedLayout([1, 8], [2, 16], [W, 1], [1, 0])  # [rows, V] 16-bit records and values
     return epi, m2, hl, cp2, cp3, cpv
 
@@ -203,11 +205,11 @@ def gdn_replay_verify(
         q, k, slots, cu_seqlens, ring.k, c.write_pos, c.base, c.flush, scale, X, GR, C,
         H, K, L, BT, *_prep_layouts(K, BT), _SMEM, num_warps=1,
     )  # fmt: skip
-    ln = launch.resolve("verify", V, B * HV, q.device)
-    _gdn_replay_verify_kernel[(HV, B)](
+    ln = launch.resolve("verify", V, B * HV, q.device, split_small=True)
+    _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
         ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, c.write_pos, c.base, c.flush, c.pending, c.epoch,
-        X, GR, C, H, HV, K, V, L, BT, ln.rows, ln.stages, ln.layout, *_main_layouts(ln, BT),
+        X, GR, C, H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, ln.stages, ln.layout, *_main_layouts(ln, BT),
         _SMEM, _SMEM_TILE, _ROWS1, num_warps=ln.num_warps,
     )  # fmt: skip
     return o

@@ -39,26 +39,28 @@ def _gdn_replay_verify_kernel(
     v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
     ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, write_pos, base, flush, pending, epoch, X, GR, C,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
-    BV: tl.constexpr, STAGES: tl.constexpr, TILE: tl.constexpr, EPI: tl.constexpr, M2: tl.constexpr,
+    BV: tl.constexpr, BVP: tl.constexpr, STAGES: tl.constexpr, TILE: tl.constexpr, EPI: tl.constexpr, M2: tl.constexpr,
     HL: tl.constexpr, CP2: tl.constexpr, CP3: tl.constexpr, CPV: tl.constexpr, SMEM: tl.constexpr,
     SMEM_TILE: tl.constexpr, ROWS1: tl.constexpr,
 ):  # fmt: skip
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
+    i_v = gl.program_id(2)  # small batches split a head's rows over several programs
     i_h = i_hv // (HV // H)
-    NB: tl.constexpr = V // BV
+    NB: tl.constexpr = BVP // BV
+    r0 = i_v * BVP
     slot = gl.load(slots + i_b)
     bos = gl.load(cu_seqlens + i_b)
     T = gl.load(cu_seqlens + i_b + 1) - bos
     tok = gl.arange(0, BT, layout=gl.SliceLayout(0, EPI))
     tok64 = bos.to(gl.int64) + gl.where(tok < T, tok, 0)  # padding lanes re-read token 0, then get masked
-    rows_e0 = gl.arange(0, BV, layout=gl.SliceLayout(1, EPI))
+    rows_e0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, EPI))
 
     tiles = gl.allocate_shared_memory(gl.float32, [STAGES, BV, K], SMEM_TILE)
     xs = gl.allocate_shared_memory(gl.float32, [2 * BT, K], SMEM)  # window vectors
-    us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, V], SMEM)  # history update vectors
+    us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
     cs = gl.allocate_shared_memory(gl.float32, [L, 2 * BT], SMEM)  # history dots C[j, x]
-    vw = gl.allocate_shared_memory(v.dtype.element_ty, [BT, V], SMEM)  # the window's values
+    vw = gl.allocate_shared_memory(v.dtype.element_ty, [BT, BVP], SMEM)  # the window's values
     a_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # A[s, r]
     pt_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # P[s, r] stored as [r, s]
     gb_s = gl.allocate_shared_memory(gl.float32, [2, BT], SMEM)  # exp(G_s), beta_s
@@ -75,7 +77,7 @@ def _gdn_replay_verify_kernel(
         # Tiles first: their addresses need only the slot.
         t_rows = gl.arange(0, BV, layout=gl.SliceLayout(1, CP2))
         t_cols = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
-        t_ptr = ckpt + gl.expand_dims(t_rows, 1) * K + gl.expand_dims(t_cols, 0)
+        t_ptr = ckpt + gl.expand_dims(r0 + t_rows, 1) * K + gl.expand_dims(t_cols, 0)
         async_copy.async_copy_global_to_shared(tiles.index(0), t_ptr)
         wp = gl.load(write_pos + slot)
         bs = gl.load(base + slot)
@@ -93,7 +95,7 @@ def _gdn_replay_verify_kernel(
             xs, X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(t_cols, 0)
         )
         j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
-        r2 = gl.expand_dims(gl.arange(0, V, layout=gl.SliceLayout(0, CPV)), 0)  # [1, V]
+        r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
         async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
         jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
         c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
@@ -124,9 +126,10 @@ def _gdn_replay_verify_kernel(
         pt_s.permute((1, 0)).store(gl.where(low, decay * gl.load(p_gr + BT * BT), 0.0))
         gb_s.slice(0, 1, dim=0).store(gl.expand_dims(gl.exp(G1), 0))
         gb_s.slice(1, 1, dim=0).store(gl.expand_dims(be1, 0))
-        p_w = (bs + wp + i1) & (L - 1)
-        gl.store(rg + p_w, g1, mask=i1 < T)
-        gl.store(rb + p_w, be1, mask=i1 < T)
+        if i_v == 0:
+            p_w = (bs + wp + i1) & (L - 1)
+            gl.store(rg + p_w, g1, mask=i1 < T)
+            gl.store(rb + p_w, be1, mask=i1 < T)
         offs_l = gl.arange(0, L, layout=HL)
         g_hist = gl.load(rg + ((bs + offs_l) & (L - 1)), mask=offs_l < n_hist, other=0.0)
         Gt = gl.sum(g_hist, axis=0)
@@ -135,17 +138,17 @@ def _gdn_replay_verify_kernel(
         gl.thread_barrier()
         eg = gb_s.slice(0, 1, dim=0).load(EPI)  # [1, BT]
         beta = gb_s.slice(1, 1, dim=0).load(EPI)
-        us_rows = us._reinterpret(ring_u.dtype.element_ty, [L, V], ROWS1)  # indexable by record
+        us_rows = us._reinterpret(ring_u.dtype.element_ty, [L, BVP], ROWS1)  # indexable by record
         cs_rows = cs._reinterpret(gl.float32, [L, 2 * BT], ROWS1)
         vw_t = vw.permute((1, 0))  # [V, BT]
 
-        rows_t0 = gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
+        rows_t0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
         cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)  # [1, K]
         for blk in gl.static_range(NB):
             h = tiles.index(blk % STAGES).load(TILE)
             rows = blk * BV + rows_t0
             if fl != 0:  # 1. fold (once per epoch)
-                mark = ring_folded + (s64 * HV + i_hv) * (V // MARK) + (blk * BV) // MARK
+                mark = ring_folded + (s64 * HV + i_hv) * (V // MARK) + (r0 + blk * BV) // MARK
                 if gl.load(mark) != ep:
                     rk = ring_k + (s64 * H + i_h) * L * K
                     h = _fold_records(h, rk, rv, rg, rb, wp, bs, rows, cols, K, V, L)
@@ -170,7 +173,7 @@ def _gdn_replay_verify_kernel(
             P_j = Gt * 0.0
             for j in range(0, n_hist):
                 P_j = P_j + gl.load(rg + ((bs + j) & (L - 1)))
-                u_j = us_rows.index(j).slice(blk * BV, BV).load(gl.SliceLayout(1, EPI)).to(gl.float32)
+                u_j = us_rows.index(j).slice(blk * BV, BV).load(gl.SliceLayout(1, EPI)).to(gl.float32)  # rows r0 + ...
                 u = gl.expand_dims(u_j * gl.exp(Gt - P_j), 1)  # [BV, 1]
                 c = cs_rows.index(j)
                 dk = dk + u * gl.expand_dims(c.slice(0, BT).load(gl.SliceLayout(0, EPI)), 0)
@@ -179,7 +182,7 @@ def _gdn_replay_verify_kernel(
             # 3. Residuals, (I + A)^-1, outputs; the window's records.
             rows_e = blk * BV + rows_e0
             live_e = gl.expand_dims(rows_e < V, 1) & gl.expand_dims(tok < T, 0)
-            v_raw = vw_t.slice(blk * BV, BV, dim=0).load(EPI)
+            v_raw = vw_t.slice(blk * BV, BV, dim=0).load(EPI)  # rows r0 + blk * BV + ...
             U = beta * (gl.where(live_e, v_raw.to(gl.float32), 0.0) - eg * dk)
             for s in gl.static_range(1, BT):
                 corr = gl.sum(U * a_s.slice(s, 1, dim=0).load(EPI), axis=1)  # sum_r A[s, r] u_r
@@ -196,5 +199,5 @@ def _gdn_replay_verify_kernel(
             if blk + 1 < NB:
                 async_copy.wait_group(STAGES - 1)  # the next tile has landed
                 gl.thread_barrier()
-        if i_hv == 0:
+        if (i_hv == 0) & (i_v == 0):
             gl.store(pending + slot, T)
