@@ -101,10 +101,20 @@ def _shim() -> types.SimpleNamespace:
         return f
 
     names = ("program_id", "load", "store", "where", "exp", "log", "sqrt", "fma", "maximum", "minimum", "expand_dims",
-             "broadcast", "reduce")
+             "broadcast")
     for name in names:
         setattr(ns, name, route(name))
     ns.sum = lambda x, axis=None: tl.sum(x, axis)
+
+    def reduce(inputs, axis, combine_fn, keep_dims=False):
+        # The pinned dot product is an fma chain on the GPU; here a plain sum of products is the same function
+        # (the interpreter is not bitwise with the GPU anyway) and about 20x faster than a Python combine.
+        if getattr(combine_fn, "__name__", "") == "_fma_combine":
+            a, b = inputs
+            return tl.sum(a * b, axis, keep_dims=keep_dims), None
+        return tl.reduce(inputs, axis, combine_fn, keep_dims=keep_dims)
+
+    ns.reduce = reduce
     ns.max = lambda x, axis=None: tl.max(x, axis)
     ns.arange = lambda start, end, layout=None: tl.arange(start, end)
     ns.full = lambda shape, value, dtype, layout=None: tl.full(shape, value, dtype)
