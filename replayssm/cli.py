@@ -7,6 +7,8 @@ import sys
 
 import torch
 
+from .bench.kernels_cli import add_parsers as add_kernel_parsers
+
 
 def _device(name: str | None) -> torch.device:
     if name:
@@ -60,34 +62,20 @@ def _cmd_memory(args) -> int:
     import json
     from pathlib import Path
 
-    from .state.memory import DTYPE_BYTES, format_plan, plan_memory
-    from .state.presets import PRESETS, geometry_from_config
+    from .models.config import ModelConfig
+    from .models.memory import DTYPE_BYTES, format_plan, plan_memory
+    from .models.presets import PRESETS, preset
 
     if args.model in PRESETS:
-        geo = PRESETS[args.model]
+        cfg = preset(args.model)
     elif Path(args.model).is_file():
-        geo = geometry_from_config(args.model)
+        cfg = ModelConfig.from_file(args.model)
     else:
         raise SystemExit(f"--model: {args.model!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json file")
-    plan = plan_memory(geo, tp=args.tp, T=args.window, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
+    plan = plan_memory(cfg, name=args.model, tp=args.tp, T=args.window, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
                        budget_bytes=int(args.budget_gib * 2**30), context=args.context)  # fmt: skip
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
     return 0
-
-
-def _cmd_bench_kernels(args) -> int:
-    if not torch.cuda.is_available():
-        raise SystemExit("replayssm bench kernels needs a CUDA GPU (absolute times only count on the GPU)")
-    from .bench.kernels import KernelBenchConfig, run_kernel_bench
-    from .ops import GDNShape
-
-    cfg = KernelBenchConfig(
-        geo=GDNShape(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), batches=tuple(args.batches),
-        L=args.ring, decode_L=tuple(args.decode_ring), peer_wheel=args.sglang_wheel,
-    )  # fmt: skip
-    payload = run_kernel_bench(cfg, args.out, sweep=args.sweep, tag=args.tag, tile=args.tile)
-    bad = [r for r in payload["verify"] if not r["check"]["bitwise"]]
-    return 1 if bad else 0
 
 
 def _cmd_bench_e2e(args) -> int:
@@ -148,20 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--json", action="store_true")
     m.set_defaults(fn=_cmd_memory)
     bench = sub.add_parser("bench", help="GPU benchmarks").add_subparsers(dest="bench", required=True)
-    k = bench.add_parser("kernels", help="per-layer step time of every backend vs the memory floor (GPU)")
-    for name, default in (("--H", 16), ("--HV", 64), ("--K", 128), ("--V", 128)):
-        k.add_argument(name, type=int, default=default)
-    k.add_argument("--windows", type=int, nargs="+", default=[2, 4, 8], help="window lengths T")
-    k.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64, 128, 256])
-    k.add_argument("--ring", type=int, default=16, help="ring length L for the verify step")
-    k.add_argument("--decode-ring", type=int, nargs="+", default=[16, 32], help="ring lengths for plain decode")
-    k.add_argument("--sglang-wheel", default=None, help="sglang==0.5.16 wheel to load the peer kernels from")
-    k.add_argument("--sweep", nargs="*", default=None,
-                   help="tiles to time first, as FOLDBVxWARPS[:BVxBKxSTAGESxWARPS] (e.g. 32x1:64x32x2x1)")  # fmt: skip
-    k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
-    k.add_argument("--out", default="bench/results", help="folder for the JSON and PNG")
-    k.add_argument("--tag", default="kernels", help="file name stem of the outputs")
-    k.set_defaults(fn=_cmd_bench_kernels)
+    add_kernel_parsers(bench)
 
     e = bench.add_parser("e2e", help="end-to-end decoding throughput, TPOT and capacity per backend (GPU)")
     e.add_argument("--preset", default="qwen3.5-27b", help="dense preset from replayssm memory (random weights)")

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import torch
 
 from .engine.engine import Engine
 from .engine.llm import LLM
-
-ASSET = Path(__file__).parent / "assets" / "tiny"
-PROMPTS = (
-    "import os\nimport sys\n\n\ndef main(",
-    "class Parser:\n    def __init__(self, text):\n",
-    "    for i in range(",
-)
+from .tiny import TINY_MODEL, TINY_PROMPTS
 
 
 def _run(llm: LLM, prompts, max_new, drafter, check_lockstep=False):
@@ -28,42 +21,37 @@ def _run(llm: LLM, prompts, max_new, drafter, check_lockstep=False):
         if check_lockstep:
             live = [r.slot for r in reqs if r.slot is not None]
             if live:
-                bitwise &= llm.runner.pool.states_equal(torch.tensor(live, dtype=torch.int32, device=llm.runner.device))
+                bitwise &= llm.runner.states_equal(live)
     dt = time.perf_counter() - t0
     tokens = sum(len(r.generated) for r in reqs)
     acc = [a for r in reqs for a in r.accepted]
     return reqs, tokens / dt, (sum(acc) / len(acc) if acc else 1.0), bitwise, steps
 
 
-def run_model_demo(model_dir=ASSET, max_new_tokens: int = 96, device=None, window: int = 4) -> dict:
+def run_model_demo(model_dir=TINY_MODEL, max_new_tokens: int = 96, device=None, window: int = 4) -> dict:
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    kw = dict(device=device, max_slots=len(PROMPTS), max_len=512)
+    kw = dict(device=device, max_slots=len(TINY_PROMPTS), max_len=512)
     plain = LLM(model_dir, backend="recurrent", drafter="none", **kw)
-    ref, plain_tps, _, _, _ = _run(plain, PROMPTS, max_new_tokens, "none")
+    ref, plain_tps, _, _, _ = _run(plain, TINY_PROMPTS, max_new_tokens, "none")
     out = {"device": str(device), "plain_tokens_per_s": plain_tps, "backends": {}}
     for backend, shadow in (("recurrent", None), ("replay", None), ("replay", "recurrent")):
-        llm = LLM(model_dir, backend=backend, window=window, **kw)
-        if shadow:  # same engine, plus a recurrent pool fed the replay run's exact layer inputs
-            from .engine.runner import ModelRunner, RunnerConfig
-
-            llm.runner = ModelRunner(
-                llm.model, RunnerConfig(**{**llm.runner_config.__dict__, "shadow_backend": shadow})
-            )
-        reqs, tps, mean_acc, bitwise, steps = _run(llm, PROMPTS, max_new_tokens, "ngram", check_lockstep=bool(shadow))
-        pool = llm.runner.pool.primary if shadow else llm.runner.pool
-        mem = pool.memory_report()
+        # with a shadow: the same engine, plus a recurrent pool fed the replay run's exact layer inputs
+        llm = LLM(model_dir, backend=backend, window=window, shadow_backend=shadow, **kw)
+        run = _run(llm, TINY_PROMPTS, max_new_tokens, "ngram", check_lockstep=bool(shadow))
+        reqs, tps, mean_acc, bitwise, steps = run
+        mem = llm.runner.memory_report()
         name = f"{backend}+{shadow}-lockstep" if shadow else backend
         out["backends"][name] = {
             "tokens_per_s": tps, "mean_accepted": mean_acc, "steps": steps, "bitwise_every_step": bitwise,
             "same_tokens_as_plain": all(a.generated == b.generated for a, b in zip(reqs, ref)),
             "speculative_scratch_bytes": mem["speculative_scratch"] + mem["rings"], "memory": mem,
         }  # fmt: skip
-    out["samples"] = [(p, plain.decode(r.generated)) for p, r in zip(PROMPTS, ref)]
+    out["samples"] = [(p, plain.decode(r.generated)) for p, r in zip(TINY_PROMPTS, ref)]
     return out
 
 
 def print_model_demo(res: dict, window: int) -> bool:
-    print(f"replayssm demo: embedded hybrid GDN model ({ASSET.name}), window T={window}, {res['device']}")
+    print(f"replayssm demo: embedded hybrid GDN model ({TINY_MODEL.name}), window T={window}, {res['device']}")
     for prompt, text in res["samples"]:
         print("-" * 72)
         print(prompt + text)

@@ -17,7 +17,7 @@ if not HAS_CUDA:
 def pytest_collection_modifyitems(config, items):
     if HAS_CUDA:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the device: see scripts/gpu_checks.py)")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU, and this machine has none (on a GPU machine: pytest -m gpu)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

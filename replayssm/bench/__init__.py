@@ -1,1 +1,1 @@
-"""Benchmarks: our kernels against peer implementations (SGLang 0.5.16's kernels loaded from its wheel)."""
+"""Benchmarks: our kernels beside peer implementations (SGLang 0.5.16 and 0.5.23, ``bench/peers``)."""

@@ -1,7 +1,7 @@
 """``replayssm drift``: accuracy of the committed state over long generations.
 
 (a) the recurrent baseline, (b) ReplaySSM with the closed-loop exact fold, (c) the EXPERIMENTAL
-open-loop fold (``state.openloop``). Two measurements:
+open-loop fold (``bench.openloop``). Two measurements:
 
 - teacher forcing: (a) drives a speculative greedy generation; (b) and (c) are lockstep pools fed
   exactly (a)'s per-layer inputs, so any difference in their committed states is numerical drift of
@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..engine.engine import Engine
-from ..engine.runner import ModelRunner, RunnerConfig
+from ..engine.runner import ModelRunner, RunnerConfig, pool_config
+from ..state import GDNStatePool
 from ..state.lockstep import LockstepPool
-from ..state.openloop import OpenLoopReplayPool
-from ..state.pool import GDNStatePool
+from .openloop import OpenLoopReplayPool
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,11 @@ def teacher_forced(model, prompt: list[int], cfg: DriftConfig) -> list[dict]:
         cuda_graphs=cfg.cuda_graphs,
         validate=False,
     )
-    runner = ModelRunner(model, rc)
-    base = runner.pool
-    exact = GDNStatePool(replace(base.cfg, backend="replay"))
-    open_loop = OpenLoopReplayPool(replace(base.cfg, backend="replay"))
-    runner.pool = LockstepPool(base, exact, open_loop)
+    pc = pool_config(model, rc)
+    base = GDNStatePool(pc)
+    exact = GDNStatePool(replace(pc, backend="replay"))
+    open_loop = OpenLoopReplayPool(replace(pc, backend="replay"))
+    runner = ModelRunner(model, rc, pool=LockstepPool(base, exact, open_loop))
     eng = Engine(runner, drafter="ngram")
     req = eng.add(prompt, cfg.tokens)
     rows, next_mark = [], cfg.every
@@ -97,9 +97,7 @@ def free_running(model, prompt: list[int], variant: str, cfg: DriftConfig) -> tu
         cuda_graphs=cfg.cuda_graphs,
         validate=False,
     )
-    runner = ModelRunner(model, rc)
-    if variant == "open_loop":
-        runner.pool = OpenLoopReplayPool(runner.pool.cfg)
+    runner = ModelRunner(model, rc, pool=OpenLoopReplayPool(pool_config(model, rc)) if variant == "open_loop" else None)
     slot = runner.alloc()
     logits = runner.prefill(slot, prompt)
     tokens, margins = [], []
@@ -109,8 +107,8 @@ def free_running(model, prompt: list[int], variant: str, cfg: DriftConfig) -> tu
         margins.append(float(top.values[0] - top.values[1]))
         if len(tokens) == cfg.tokens:
             break
-        logits = runner.step("decode", [slot], torch.tensor([[tokens[-1]]]))[0, 0]
-        runner.commit([slot], None, "decode")
+        logits = runner.step([slot], torch.tensor([[tokens[-1]]]))[0, 0]
+        runner.commit([1])
     return tokens, margins
 
 
@@ -148,13 +146,13 @@ def load_drift_model(spec: str, device, dtype):
         g = torch.Generator().manual_seed(0)
         prompts = [torch.randint(0, model.config.vocab_size, (64,), generator=g).tolist() for _ in range(3)]
         return model, prompts
-    from ..demo import ASSET, PROMPTS
+    from ..tiny import TINY_MODEL, TINY_PROMPTS
 
-    path = Path(ASSET if spec == "tiny" else spec)
+    path = Path(TINY_MODEL if spec == "tiny" else spec)
     model = load_model(path, dtype=dtype, device=device)
     if (path / "tokenizer.json").is_file():
         tok = load_tokenizer(path)
-        return model, [tok.encode(p).ids for p in PROMPTS]
+        return model, [tok.encode(p).ids for p in TINY_PROMPTS]
     g = torch.Generator().manual_seed(0)
     return model, [torch.randint(0, model.config.vocab_size, (32,), generator=g).tolist() for _ in range(3)]
 

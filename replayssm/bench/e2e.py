@@ -18,6 +18,7 @@ import torch
 from ..engine.engine import Engine
 from ..engine.runner import ModelRunner, RunnerConfig
 from ..engine.spec import BenchmarkAcceptance
+from ..models.step import StepKind
 from .timing import capture, time_graph
 
 MODES = ("plain", "recurrent", "replay")
@@ -50,7 +51,7 @@ def _runner(model, mode, C, cfg: E2EConfig, max_len):
                                            ring_len=cfg.ring_len, cuda_graphs=True, validate=False))  # fmt: skip
 
 
-def _phase_times(runner: ModelRunner, kind: str, C: int, T: int, accept) -> dict:
+def _phase_times(runner: ModelRunner, kind: StepKind, C: int, T: int, accept) -> dict:
     """GDN state work alone, over all GDN layers, with the live pool: (conv + verify/decode + commit) and commit."""
     mc, pool, dev, dt = runner.model.config, runner.pool, runner.device, runner.dtype
     g = torch.Generator(device=dev).manual_seed(1)
@@ -64,12 +65,12 @@ def _phase_times(runner: ModelRunner, kind: str, C: int, T: int, accept) -> dict
     def gdn_only():
         for i, m in enumerate(layers):
             pool.conv_update(i, x["mixed"], weight=m.conv1d.weight[:, 0, :], bias=None, slots=slots, cu_seqlens=cu)
-            fn = pool.decode if kind == "decode" else pool.verify
+            fn = pool.decode if kind is StepKind.DECODE else pool.verify
             fn(i, x["q"], x["k"], x["v"], x["a"], x["b"], A_log=m.A_log, dt_bias=m.dt_bias, slots=slots, cu_seqlens=cu)
         commit()
 
     def commit():
-        pool.commit(slots, None if kind == "decode" else accept())
+        pool.commit(slots, accept())
 
     t_all = time_graph(capture(gdn_only), replays=5, trials=3)
     t_commit = time_graph(capture(commit), replays=5, trials=3)
@@ -102,7 +103,7 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts) -> dict:
         step_ms.append(ms)
         tpot += [ms / n for n in emitted if n > 0]
         tokens += sum(emitted)
-    mem = runner.pool.memory_report()
+    mem = runner.memory_report()
     row = {
         "mode": mode, "C": C, "T": T, "steps": cfg.steps, "tokens": tokens,
         "tokens_per_s": tokens / (sum(step_ms) / 1e3), "step_ms_median": statistics.median(step_ms),
@@ -111,9 +112,8 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts) -> dict:
         "speculative_scratch_bytes": mem["speculative_scratch"], "ring_bytes": mem["rings"],
         "state_bytes": mem["total"],
     }  # fmt: skip
-    full = torch.full((C,), T, dtype=torch.int32, device=runner.device)
-    accept = (lambda: full) if mode != "plain" else None
-    row.update(_phase_times(runner, "decode" if mode == "plain" else "verify", C, T, accept))
+    full = torch.full((C,), T, dtype=torch.int32, device=runner.device)  # T = 1 for plain decode
+    row.update(_phase_times(runner, StepKind.DECODE if mode == "plain" else StepKind.VERIFY, C, T, lambda: full))
     row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"]
     del eng, runner
     _free()

@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
 
 import torch
 
+COMMIT_ENV = "REPLAYSSM_COMMIT"
+
 
 def environment() -> dict:
+    """Versions, GPU, date and the commit (``git rev-parse``; where the checkout has no ``.git``, as on
+    the device machine, ``$REPLAYSSM_COMMIT``)."""
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent, timeout=5).stdout.strip()  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         commit = ""
+    commit = commit or os.environ.get(COMMIT_ENV, "")
     import triton
 
+    from .. import __version__
+
     return {
+        "replayssm": __version__,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "torch": torch.__version__,
@@ -30,7 +39,8 @@ def environment() -> dict:
 
 
 def header(env: dict) -> str:
-    return f"{env['gpu']} | torch {env['torch']} | triton {env['triton']} | commit {env['commit']} | {env['date']}"
+    return (f"{env['gpu']} | replayssm {env.get('replayssm', '?')} commit {env['commit']} | torch {env['torch']} | "
+            f"triton {env['triton']} | {env['date']}")  # fmt: skip
 
 
 def format_table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:
@@ -52,15 +62,20 @@ def write_json(path: Path, payload: dict) -> None:
 
 
 def plot_lines(path: Path, panels: list[tuple[str, list[dict], list[tuple[str, str]]]], xkey: str, ylabel: str,
-               title: str) -> None:  # fmt: skip
-    """One subplot per panel: (panel title, rows, [(key, label)]) drawn against ``xkey`` on log-log axes."""
+               title: str, *, ncols: int | None = None) -> None:  # fmt: skip
+    """One subplot per panel: (panel title, rows, [(key, label)]) drawn against ``xkey`` on log-log axes,
+    ``ncols`` to a row (default: all in one row)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), squeeze=False)
-    for ax, (ptitle, rows, series) in zip(axes[0], panels):
+    ncols = min(ncols or len(panels), len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4.5 * nrows), squeeze=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax, (ptitle, rows, series) in zip(axes.flat, panels):
         for key, label in series:
             pts = [(r[xkey], r[key]) for r in rows if r.get(key) is not None]
             if pts:

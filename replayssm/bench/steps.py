@@ -1,12 +1,22 @@
-"""Benchmark steps: one speculative (or decode) step over ``nl`` GDN layers, for each backend.
+"""Benchmark steps: one speculative (or decode) step over every GDN layer, one class per backend.
 
-Every layer has its own state tensors (as in a real model) so that the working set is far larger
-than the L2 cache; activations are shared across layers (they are tiny). A step ends with the
-backend's commit, so replaying a captured step evolves the ring cursors through the real
-protocol and flush steps occur at their real rate.
+Every backend, ours here and the peers in ``bench/peers``, implements one protocol (``Step``): it is
+built from a ``StepCase`` (geometry, window, ring, inputs, initial states, acceptance), a call is
+one multi-layer step (verify or decode every layer into ``outputs``, then the backend's commit),
+``committed(layer)`` gives the committed state for the correctness gates, and ring backends
+(``RingStep``) can freeze their cursors with ``set_cursors`` to time pure non-flush and pure flush
+steps. Every layer has its own state tensors (as in a real model) so the working set is far larger
+than the L2 cache; activations are shared by the layers (they are tiny). A step ends with the
+commit, so replaying a captured step evolves the ring cursors through the real protocol and folds
+happen at their real rate.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -14,20 +24,97 @@ from ..ops import GDNShape, Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gd
 from ..ops.snapshots import commit_snapshots
 
 
-def make_inputs(geo: GDNShape, B: int, T: int, dtype, seed: int = 0, device="cuda") -> dict:
+@dataclass(frozen=True, eq=False)
+class StepCase:
+    """What every backend's step at one grid point is built from.
+
+    ``inputs``: q, k [N, H, K], v [N, HV, V], a, b [N, HV] (``dtype``), A_log, dt_bias [HV] fp32,
+    cu_seqlens [B+1] int32 (every window ``T`` tokens), slots [B] int32, and ``mixed_qkv``
+    [N, 2*H*K + HV*V], the same q | k | v packed (SGLang's decode reads it so). ``state0``:
+    [layers, S, HV, V, K] fp32, each layer's initial state of every slot. ``accept()`` gives
+    num_accepted [B] int32 in 1..T inside a CUDA graph.
+    """
+
+    geo: GDNShape
+    T: int
+    L: int
+    dtype: torch.dtype
+    inputs: dict
+    state0: torch.Tensor
+    accept: Callable[[], torch.Tensor]
+
+    @property
+    def layers(self) -> int:
+        return self.state0.shape[0]
+
+    @property
+    def num_slots(self) -> int:
+        return self.state0.shape[1]
+
+    @property
+    def B(self) -> int:
+        return self.inputs["slots"].shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.state0.device
+
+    def with_accept(self, accept: Callable[[], torch.Tensor]) -> StepCase:
+        return dataclasses.replace(self, accept=accept)
+
+
+class Step(Protocol):
+    """One backend's step over every layer of a ``StepCase``."""
+
+    outputs: Sequence[torch.Tensor]  # outputs[layer]: [N, HV, V], written by every call
+
+    @classmethod
+    def build(cls, case: StepCase) -> Step: ...
+
+    def __call__(self) -> None:
+        """Verify (or decode) every layer, then commit ``case.accept()`` tokens per row."""
+
+    def committed(self, layer: int) -> torch.Tensor:
+        """[B, HV, V, K] fp32: the committed state of each row's slot (padding rows zero), no mutation."""
+
+
+class RingStep(Step, Protocol):
+    def set_cursors(self, flush: bool) -> int:
+        """Freeze every row at the protocol's worst case, so each later call does the same work: a pure
+        non-flush step (verify over the longest history a non-flush step reads) or a pure flush step
+        (fold of the most records a fold sees). Returns the records each row folds per call (0 for
+        non-flush). Fill the rings with a few real steps first."""
+
+
+def refresh_inputs(x: dict, generator: torch.Generator) -> None:
+    """New random activations in place (q, k, v, a, b and the packed ``mixed_qkv`` kept equal)."""
+    N, H, K = x["q"].shape
+    HV, V = x["v"].shape[1:]
+    for name in ("q", "k", "v", "a", "b"):
+        t = x[name]
+        t.copy_(torch.randn(t.shape, device=t.device, generator=generator).to(t.dtype))
+    x["mixed_qkv"].copy_(torch.cat([x["q"].reshape(N, H * K), x["k"].reshape(N, H * K), x["v"].reshape(N, HV * V)], 1))
+
+
+def make_case(geo: GDNShape, B: int, T: int, L: int, layers: int, dtype, *, accept="random", seed=0, device="cuda"):
+    """Random inputs of ``B`` rows of ``T`` tokens, slots a permutation of ``range(B)``, small random states."""
     g = torch.Generator(device=device).manual_seed(seed)
     N = B * T
-
-    def r(*s, scale=1.0):
-        return (torch.randn(*s, device=device, generator=g) * scale).to(dtype)
-
-    return dict(
-        q=r(N, geo.H, geo.K), k=r(N, geo.H, geo.K), v=r(N, geo.HV, geo.V), a=r(N, geo.HV), b=r(N, geo.HV),
-        A_log=torch.rand(geo.HV, device=device, generator=g) - 1.0,
-        dt_bias=torch.randn(geo.HV, device=device, generator=g) * 0.5,
-        cu_seqlens=torch.arange(0, N + 1, T, dtype=torch.int32, device=device),
-        slots=torch.randperm(B, device=device, generator=g).to(torch.int32),
-    )  # fmt: skip
+    x = {
+        "q": torch.empty(N, geo.H, geo.K, dtype=dtype, device=device),
+        "k": torch.empty(N, geo.H, geo.K, dtype=dtype, device=device),
+        "v": torch.empty(N, geo.HV, geo.V, dtype=dtype, device=device),
+        "a": torch.empty(N, geo.HV, dtype=dtype, device=device),
+        "b": torch.empty(N, geo.HV, dtype=dtype, device=device),
+        "mixed_qkv": torch.empty(N, geo.conv_channels, dtype=dtype, device=device),
+        "A_log": torch.rand(geo.HV, device=device, generator=g) - 1.0,
+        "dt_bias": torch.randn(geo.HV, device=device, generator=g) * 0.5,
+        "cu_seqlens": torch.arange(0, N + 1, T, dtype=torch.int32, device=device),
+        "slots": torch.randperm(B, device=device, generator=g).to(torch.int32),
+    }
+    refresh_inputs(x, g)
+    state0 = torch.randn(layers, B, geo.HV, geo.V, geo.K, device=device, generator=g) * 0.05
+    return StepCase(geo, T, L, dtype, x, state0, acceptance(B, T, accept, device))
 
 
 def acceptance(B: int, T: int, mode: str, device="cuda"):
@@ -38,71 +125,92 @@ def acceptance(B: int, T: int, mode: str, device="cuda"):
     return lambda: torch.randint(1, T + 1, (B,), device=device, dtype=torch.int32)
 
 
+def _outputs(case: StepCase) -> torch.Tensor:
+    return torch.empty(case.layers, *case.inputs["v"].shape, dtype=case.dtype, device=case.device)
+
+
+def gather_rows(state: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """state[slots] [B, ...] with padding rows (slot -1) zero."""
+    rows = state.index_select(0, slots.long().clamp(min=0))
+    return torch.where((slots >= 0).view(-1, *[1] * (rows.dim() - 1)), rows, 0.0)
+
+
 class RecurrentStep:
-    """The baseline: verify writing a snapshot per token, then copy the accepted snapshot (per layer)."""
+    """The baseline: verify writing a snapshot per token, then copy the accepted snapshots (one launch)."""
 
-    def __init__(self, geo: GDNShape, B: int, T: int, nl: int, x: dict, accept, state0: torch.Tensor):
-        self.x, self.nl, self.accept, self.T = x, nl, accept, T
-        self.state = state0.clone()  # [nl, B, HV, V, K]
-        self.snaps = torch.empty(nl, B, T, geo.HV, geo.V, geo.K, device=state0.device)
-        self.out = torch.empty_like(x["v"])
+    def __init__(self, case: StepCase):
+        self.case, self.x, self.accept = case, case.inputs, case.accept
+        self.state = case.state0.clone()  # [layers, S, HV, V, K]
+        geo = case.geo
+        self.snaps = torch.empty(case.layers, case.B, case.T, geo.HV, geo.V, geo.K, device=case.device)
+        self.outputs = _outputs(case)
 
-    def verify(self, layer: int):
+    @classmethod
+    def build(cls, case: StepCase) -> RecurrentStep:
+        return cls(case)
+
+    def verify(self, layer: int, **kw) -> torch.Tensor:
         x = self.x
         return gdn_recurrent(x["q"], x["k"], x["v"], x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"],
                              state=self.state[layer], slots=x["slots"], cu_seqlens=x["cu_seqlens"],
-                             snapshots=self.snaps[layer], update_state=False, out=self.out, validate=False)  # fmt: skip
+                             out=self.outputs[layer], validate=False, **kw)  # fmt: skip
 
-    def __call__(self):
-        for layer in range(self.nl):
-            self.verify(layer)
+    def __call__(self) -> None:
+        for layer in range(self.case.layers):
+            self.verify(layer, snapshots=self.snaps[layer], update_state=False)
         commit_snapshots(self.state, self.snaps, self.x["slots"], self.accept(), validate=False)
+
+    def committed(self, layer: int) -> torch.Tensor:
+        return gather_rows(self.state[layer], self.x["slots"])
 
 
 class RecurrentDecode(RecurrentStep):
-    """Plain decode: one token per request, state updated in place."""
+    """Plain decode (T=1): one token per request, state updated in place, nothing to commit."""
 
-    def __call__(self):
-        x = self.x
-        for layer in range(self.nl):
-            gdn_recurrent(x["q"], x["k"], x["v"], x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"],
-                          state=self.state[layer], slots=x["slots"], cu_seqlens=x["cu_seqlens"], out=self.out,
-                          validate=False)  # fmt: skip
+    def __call__(self) -> None:
+        for layer in range(self.case.layers):
+            self.verify(layer)
 
 
 class ReplayStep:
     """ReplaySSM: verify from checkpoint + ring for every layer, then one device-side cursor commit."""
 
-    def __init__(self, geo, B, T, nl, x, accept, state0, *, L, dtype, commit=True):
-        self.x, self.nl, self.accept, self.commit = x, nl, accept, commit
-        self.checkpoint = state0.clone()
-        dev = state0.device
-        self.cursors = RingCursors.allocate(B, L=L, window=T, device=dev)
-        self.rings = [Ring.allocate(B, geo.H, geo.HV, geo.K, geo.V, L=L, window=T, dtype=dtype, device=dev,
-                                    cursors=self.cursors) for _ in range(nl)]  # fmt: skip
-        self.out = torch.empty_like(x["v"])
+    def __init__(self, case: StepCase):
+        self.case, self.x, self.accept = case, case.inputs, case.accept
+        self.commit = True
+        geo, dev = case.geo, case.device
+        self.checkpoint = case.state0.clone()
+        self.cursors = RingCursors.allocate(case.num_slots, L=case.L, window=case.T, device=dev)
+        self.rings = [Ring.allocate(case.num_slots, geo.H, geo.HV, geo.K, geo.V, L=case.L, window=case.T,
+                                    dtype=case.dtype, device=dev, cursors=self.cursors)
+                      for _ in range(case.layers)]  # fmt: skip
+        self.outputs = _outputs(case)
 
-    def verify(self, layer: int):
+    @classmethod
+    def build(cls, case: StepCase) -> ReplayStep:
+        return cls(case)
+
+    def __call__(self) -> None:
         x = self.x
-        return gdn_replay_verify(x["q"], x["k"], x["v"], x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"],
-                                 checkpoint=self.checkpoint[layer], ring=self.rings[layer], slots=x["slots"],
-                                 cu_seqlens=x["cu_seqlens"], out=self.out,
-                                 validate=False)  # fmt: skip
-
-    def __call__(self):
-        for layer in range(self.nl):
-            self.verify(layer)
+        for layer in range(self.case.layers):
+            gdn_replay_verify(x["q"], x["k"], x["v"], x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"],
+                              checkpoint=self.checkpoint[layer], ring=self.rings[layer], slots=x["slots"],
+                              cu_seqlens=x["cu_seqlens"], out=self.outputs[layer], validate=False)  # fmt: skip
         if self.commit:
-            ring_commit(self.cursors, self.x["slots"], self.accept(), validate=False)
+            ring_commit(self.cursors, x["slots"], self.accept(), validate=False)
         else:  # a frozen step still ends its epoch, as a commit would, so a flushing row folds every time
             self.cursors.epoch.add_(1)
 
     def committed(self, layer: int) -> torch.Tensor:
         slots = self.x["slots"]
-        out = torch.empty(slots.shape[0], *self.checkpoint.shape[2:], device=slots.device)
+        out = torch.zeros(slots.shape[0], *self.checkpoint.shape[2:], device=slots.device)
         return gdn_exact_fold(self.checkpoint[layer], self.rings[layer], slots, out=out, validate=False)
 
-    def set_cursors(self, write_pos: int, flush: bool):
-        """Freeze the cursors of every slot (for timing pure non-flush or pure flush steps without commit)."""
-        self.cursors.write_pos.fill_(write_pos)
+    def set_cursors(self, flush: bool) -> int:
+        """Flush: a fold of L-T records, then the window from the folded checkpoint; non-flush: a window
+        over L-2T history records. No commit, so the cursors never move."""
+        T, L = self.case.T, self.case.L
+        self.commit = False
+        self.cursors.write_pos.fill_(L - T if flush else L - 2 * T)
         self.cursors.flush.fill_(int(flush))
+        return L - T if flush else 0

@@ -1,15 +1,25 @@
-"""GPU timing helpers: CUDA-graph replay timing and the measured device copy bandwidth."""
+"""Timing: CUDA-graph replay on the GPU, eager wall clock on the CPU (smoke runs), and the copy bandwidth."""
 
 from __future__ import annotations
 
+import math
 import statistics
+import time
 
 import torch
 
 
-def copy_bandwidth(nbytes: int = 2 << 30, reps: int = 20) -> float:
+def copy_bandwidth(device="cuda", nbytes: int = 2 << 30, reps: int = 20) -> float:
     """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written."""
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
+    device = torch.device(device)
+    if device.type != "cuda":
+        src = torch.rand(min(nbytes, 64 << 20) // 4)
+        dst = torch.empty_like(src)
+        t0 = time.perf_counter()
+        for _ in range(3):
+            dst.copy_(src)
+        return 2 * src.numel() * 4 * 3 / (time.perf_counter() - t0)
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
     dst = torch.empty_like(src)
     for _ in range(3):
         dst.copy_(src)
@@ -41,17 +51,51 @@ def capture(fn, warmup: int = 2) -> torch.cuda.CUDAGraph:
     return g
 
 
-def time_graph(g: torch.cuda.CUDAGraph, *, replays: int = 30, trials: int = 5) -> float:
-    """Median over ``trials`` of the mean seconds per replay (each trial ``replays`` back-to-back replays)."""
-    for _ in range(3):
-        g.replay()
+def replays_for(seconds_per_replay: float, target_s: float, most: int = 200) -> int:
+    """Back-to-back replays per trial so that one trial lasts about ``target_s``."""
+    return max(1, min(most, math.ceil(target_s / max(seconds_per_replay, 1e-9))))
+
+
+def time_graph(g: torch.cuda.CUDAGraph, *, replays: int | None = None, target_s: float = 0.04, trials: int = 3):
+    """Median over ``trials`` of the mean seconds per replay; each trial is ``replays`` back-to-back
+    replays, by default as many as last about ``target_s``."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    out = []
-    for _ in range(trials):
+
+    def trial(n: int) -> float:
         start.record()
-        for _ in range(replays):
+        for _ in range(n):
             g.replay()
         end.record()
         end.synchronize()
-        out.append(start.elapsed_time(end) / 1e3 / replays)
-    return statistics.median(out)
+        return start.elapsed_time(end) / 1e3 / n
+
+    trial(2)  # warm
+    n = replays or replays_for(trial(1), target_s)
+    return statistics.median(trial(n) for _ in range(trials))
+
+
+class GraphTimer:
+    """Seconds per call of a step, captured in a CUDA graph and replayed (the step may mutate state)."""
+
+    def __init__(self, target_s: float = 0.04, trials: int = 3):
+        self.target_s, self.trials = target_s, trials
+
+    def __call__(self, step) -> float:
+        g = capture(step)
+        t = time_graph(g, target_s=self.target_s, trials=self.trials)
+        del g
+        return t
+
+
+class EagerTimer:
+    """Seconds per eager call (CPU smoke runs: exercises the bench, the numbers mean nothing)."""
+
+    def __init__(self, reps: int = 1):
+        self.reps = reps
+
+    def __call__(self, step) -> float:
+        step()
+        t0 = time.perf_counter()
+        for _ in range(self.reps):
+            step()
+        return (time.perf_counter() - t0) / self.reps

@@ -8,12 +8,11 @@ resumed later; they continue with identical tokens.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
 
-from .runner import ModelRunner
+from .runner import ModelRunner, ParkedRequest
 from .spec import BenchmarkAcceptance, NgramDrafter, accept_greedy, accept_sampling
 
 
@@ -28,7 +27,7 @@ class Request:
     done: bool = False
     steps: int = 0
     accepted: list[int] = field(default_factory=list)  # num_accepted of every verify step
-    parked: tuple | None = None  # (ParkedSlots, KV cache rows) while preempted
+    parked: ParkedRequest | None = None  # its state on the CPU while preempted
 
     @property
     def context(self) -> list[int]:
@@ -53,7 +52,6 @@ class Engine:
         self.bench = benchmark_acceptance
         self.requests: list[Request] = []
         self.iteration = 0
-        self.hist: Counter = Counter()
 
     def add(self, prompt: list[int], max_new_tokens: int, arrival: int = 0) -> Request:
         if not prompt:
@@ -90,7 +88,7 @@ class Engine:
     def _admit(self) -> None:
         for r in self.requests:
             if r.slot is None and not r.done and r.parked is None and r.arrival <= self.iteration and not r.generated:
-                if self.runner.pool.num_free == 0:
+                if self.runner.num_free == 0:
                     return
                 r.slot = self.runner.alloc()
                 self._emit(r, [self._pick(self.runner.prefill(r.slot, r.prompt))])
@@ -103,17 +101,15 @@ class Engine:
         if not batch:
             return any(not r.done for r in self.requests)
         T = self.window
-        kind = "decode" if T == 1 else "verify"
         drafts = [self._drafts(r, T - 1) for r in batch]
         tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
                                zip(batch, drafts)], dtype=torch.long)  # fmt: skip
-        logits = self.runner.step(kind, [r.slot for r in batch], tokens)
+        logits = self.runner.step([r.slot for r in batch], tokens)
         results = self._accept(logits, drafts)
-        self.runner.commit([r.slot for r in batch], [n for n, _ in results], kind)
+        self.runner.commit([n for n, _ in results])
         for r, (n, new) in zip(batch, results):
             r.steps += 1
             r.accepted.append(n)
-            self.hist[n] += 1
             self._emit(r, new)
         return True
 
@@ -143,14 +139,10 @@ class Engine:
         """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV) to the CPU; free its slot."""
         if r.slot is None:
             raise ValueError(f"request {r.id} is not running")
-        s = torch.tensor([r.slot], dtype=torch.int32, device=self.runner.device)
-        r.parked = (self.runner.pool.offload(s), self.runner.kv.gather(s))
-        self.runner.free(r.slot)
+        r.parked = self.runner.offload(r.slot)
         r.slot = None
 
     def resume(self, r: Request) -> None:
         if r.parked is None:
             raise ValueError(f"request {r.id} is not preempted")
-        slot = self.runner.pool.restore(r.parked[0])
-        self.runner.kv.scatter(slot, r.parked[1])
-        r.slot, r.parked = int(slot[0]), None
+        r.slot, r.parked = self.runner.restore(r.parked), None

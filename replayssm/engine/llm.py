@@ -33,11 +33,12 @@ class LLM:
     ``window``: the window length T = last accepted token + T-1 drafts (1 = plain decode).
     ``drafter``: "ngram" (prompt lookup) or "none". ``device``/``dtype`` default to CUDA/bf16 when a
     GPU is present, else CPU/fp32. ``max_slots`` bounds concurrent requests, ``max_len`` their length.
+    ``shadow_backend``: run a second GDN state pool of that backend in lockstep (``runner.states_equal``).
     """
 
     def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", window: int = 4,
                  drafter: str = "ngram", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
-                 ring_len: int = 16, cuda_graphs: bool = True):  # fmt: skip
+                 ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None):  # fmt: skip
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
         self.tokenizer = None
@@ -52,7 +53,8 @@ class LLM:
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
-                                          ring_len=ring_len, cuda_graphs=cuda_graphs)  # fmt: skip
+                                          ring_len=ring_len, cuda_graphs=cuda_graphs,
+                                          shadow_backend=shadow_backend)  # fmt: skip
         self.drafter = drafter if window > 1 else "none"
         self.runner = ModelRunner(self.model, self.runner_config)
 

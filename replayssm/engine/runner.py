@@ -1,8 +1,9 @@
-"""ModelRunner: the GPU side of the engine -- model, GDN state pool, KV cache, CUDA graphs.
+"""ModelRunner: the GPU side of the engine -- model, GDN state backend, KV cache, CUDA graphs.
 
 It knows nothing about requests or text: it prefills a slot from token ids, runs one verify/decode
-step for a batch of slots, and commits accepted counts. Verify/decode steps are captured in CUDA
-graphs for a short list of batch sizes (the batch is padded with slot -1 rows up to the next size).
+step for a batch of slots, and commits the accepted counts to the GDN state and the KV cache together.
+Steps are captured in CUDA graphs for a short list of batch sizes (the batch is padded with slot -1
+rows up to the next size).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..models.model import HybridLM
-from ..models.step import Step
+from ..models.step import Step, StepKind
 from ..state import GDNStatePool, PoolConfig
+from ..state.backend import GDNStateBackend, Parked
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
 
@@ -32,41 +34,74 @@ class RunnerConfig:
     shadow_backend: str | None = None  # a second pool fed the same inputs (LockstepPool), for bitwise checks
 
 
+@dataclass(frozen=True)
+class ParkedRequest:
+    """A preempted request's state on the CPU: its GDN slots and its KV cache rows."""
+
+    gdn: Parked
+    kv: dict[str, torch.Tensor]
+
+
+def _padded(n: int) -> int:
+    return next((b for b in GRAPH_BATCH_SIZES if b >= n), n)
+
+
+def _uses_graphs(model: HybridLM, cfg: RunnerConfig) -> bool:
+    return cfg.cuda_graphs and next(model.parameters()).is_cuda and model.config.num_experts == 0
+
+
+def pool_config(model: HybridLM, cfg: RunnerConfig) -> PoolConfig:
+    """The GDN state layout a runner of ``cfg`` needs for ``model`` (on the model's device, in its dtype)."""
+    mc, p = model.config, next(model.parameters())
+    shape = mc.gdn_shape
+    return PoolConfig(
+        num_slots=cfg.max_slots, num_layers=len(mc.gdn_layers), H=shape.H, HV=shape.HV, K=shape.K, V=shape.V,
+        window=cfg.window, ring_len=max(cfg.ring_len, 2 * cfg.window), backend=cfg.backend, dtype=p.dtype,
+        conv_kernel=mc.conv_kernel, max_batch=_padded(cfg.max_slots), device=p.device,
+        validate=cfg.validate and not _uses_graphs(model, cfg),
+    )  # fmt: skip
+
+
 class ModelRunner:
-    def __init__(self, model: HybridLM, cfg: RunnerConfig):
+    """``pool``: a GDN state backend built elsewhere for ``pool_config(model, cfg)`` (e.g. the drift study's
+    lockstep pools); default: a ``GDNStatePool`` of ``cfg.backend``, with a lockstep shadow when
+    ``cfg.shadow_backend`` is set."""
+
+    def __init__(self, model: HybridLM, cfg: RunnerConfig, *, pool: GDNStateBackend | None = None):
         self.model, self.cfg = model, cfg
         mc = model.config
         p = next(model.parameters())
         self.device, self.dtype = p.device, p.dtype
-        ring = max(cfg.ring_len, 2 * cfg.window)
-        use_graphs = cfg.cuda_graphs and self.device.type == "cuda" and mc.num_experts == 0
-        self.use_graphs = use_graphs
-        pool_cfg = PoolConfig(
-            num_slots=cfg.max_slots, num_layers=len(mc.gdn_layers), H=mc.H, HV=mc.HV, K=mc.K, V=mc.V,
-            window=cfg.window, ring_len=ring, backend=cfg.backend, dtype=self.dtype,
-            conv_kernel=mc.conv_kernel, max_batch=self._padded(cfg.max_slots), device=self.device,
-            validate=cfg.validate and not use_graphs,
-        )  # fmt: skip
-        self.pool = GDNStatePool(pool_cfg)
-        if cfg.shadow_backend is not None:
-            self.pool = LockstepPool(self.pool, GDNStatePool(replace(pool_cfg, backend=cfg.shadow_backend)))
+        self.use_graphs = _uses_graphs(model, cfg)
+        want = pool_config(model, cfg)
+        if pool is None:
+            pool = GDNStatePool(want)
+            if cfg.shadow_backend is not None:
+                pool = LockstepPool(pool, GDNStatePool(replace(want, backend=cfg.shadow_backend)))
+        elif pool.cfg != want or cfg.shadow_backend is not None:
+            raise ValueError(f"pool must be built for pool_config(model, cfg) = {want} (and no shadow_backend), "
+                             f"got {pool.cfg}")  # fmt: skip
+        self.pool: GDNStateBackend = pool
         self.kv = KVCache(len(mc.attention_layers), cfg.max_slots, cfg.max_len, mc.num_kv_heads, mc.head_dim,
                           dtype=self.dtype, device=self.device)  # fmt: skip
         self._graphs: dict[tuple, tuple] = {}
+        self._in_flight: tuple[torch.Tensor, int] | None = None  # (slots [B] on the device, B) awaiting commit
 
-    def _padded(self, n: int) -> int:
-        return next((b for b in GRAPH_BATCH_SIZES if b >= n), n)
+    @property
+    def num_free(self) -> int:
+        return self.pool.num_free
 
-    # ---- slots ----
     def alloc(self) -> int:
         slot = self.pool.alloc(1)
         self.kv.reset(slot)
         return int(slot[0])
 
     def free(self, slot: int) -> None:
-        self.pool.free(torch.tensor([slot], dtype=torch.int32, device=self.device))
+        self.pool.free(self._slots([slot]))
 
-    # ---- forward passes ----
+    def _slots(self, ids: list[int]) -> torch.Tensor:
+        return torch.tensor(ids, dtype=torch.int32, device=self.device)
+
     @torch.no_grad()
     def prefill(self, slot: int, ids: list[int]) -> torch.Tensor:
         """Run a whole prompt into a fresh slot; returns the logits of its last token [vocab] (fp32)."""
@@ -74,26 +109,29 @@ class ModelRunner:
             raise ValueError(
                 f"prompt of {len(ids)} tokens + window {self.cfg.window} exceeds max_len {self.cfg.max_len}"
             )
-        slots = torch.tensor([slot], dtype=torch.int32, device=self.device)
+        slots = self._slots([slot])
         t = torch.tensor(ids, dtype=torch.long, device=self.device)
-        step = Step.build("prefill", slots, len(ids), self.kv)
+        step = Step.build(StepKind.PREFILL, slots, len(ids), self.kv)
         logits = self.model(t, step, self.pool, self.kv, last_only=True)
         self.kv.commit(slots, torch.tensor([len(ids)], dtype=torch.int32, device=self.device))
         return logits[0].float()
 
     @torch.no_grad()
-    def step(self, kind: str, slots: list[int], tokens: torch.Tensor) -> torch.Tensor:
-        """One verify (T = window) or decode (T = 1) step. tokens: [B, T] long. Returns logits [B, T, vocab] fp32.
-
-        The state is not advanced until ``commit``.
-        """
+    def step(self, slots: list[int], tokens: torch.Tensor) -> torch.Tensor:
+        """One step for the rows ``slots``: tokens [B, T] long, T = 1 a plain decode, T > 1 a verify of the
+        window. Returns logits [B, T, vocab] fp32. Nothing is advanced until ``commit``."""
+        if self._in_flight is not None:
+            raise RuntimeError("the previous step is not committed yet; commit() it first")
         B, T = tokens.shape
+        kind = StepKind.DECODE if T == 1 else StepKind.VERIFY
         contiguous = slots == list(range(B))
         if not self.use_graphs:
-            s = torch.tensor(slots, dtype=torch.int32, device=self.device)
+            s = self._slots(slots)
             step = Step.build(kind, s, T, self.kv, contiguous=contiguous)
-            return self.model(tokens.reshape(-1).to(self.device), step, self.pool, self.kv).view(B, T, -1).float()
-        Bg = self._padded(B)
+            logits = self.model(tokens.reshape(-1).to(self.device), step, self.pool, self.kv)
+            self._in_flight = (s, B)
+            return logits.view(B, T, -1).float()
+        Bg = _padded(B)
         key = (kind, Bg, T, contiguous)
         if key not in self._graphs:
             self._graphs[key] = self._capture(kind, Bg, T, contiguous)
@@ -103,9 +141,10 @@ class ModelRunner:
         slots_buf.fill_(-1)
         slots_buf[:B].copy_(torch.tensor(slots, dtype=torch.int32))
         graph.replay()
+        self._in_flight = (slots_buf[:B], B)
         return out[:B].float()
 
-    def _capture(self, kind, B, T, contiguous):
+    def _capture(self, kind: StepKind, B: int, T: int, contiguous: bool):
         ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
         slots_buf = torch.full((B,), -1, dtype=torch.int32, device=self.device)
 
@@ -125,9 +164,37 @@ class ModelRunner:
             out = run()
         return g, ids_buf, slots_buf, out
 
-    def commit(self, slots: list[int], num_accepted: list[int] | None, kind: str) -> None:
-        s = torch.tensor(slots, dtype=torch.int32, device=self.device)
-        n = torch.tensor(num_accepted if num_accepted is not None else [1] * len(slots), dtype=torch.int32)
-        n = n.to(self.device)
-        self.pool.commit(s, None if kind == "decode" else n)
-        self.kv.commit(s, n)
+    def commit(self, num_accepted: list[int]) -> None:
+        """End the step in flight: keep ``num_accepted[i]`` tokens (bonus included; 1 after a decode) of row
+        i's window in the GDN state and the KV cache of every layer."""
+        if self._in_flight is None:
+            raise RuntimeError("no step to commit")
+        slots, B = self._in_flight
+        if len(num_accepted) != B:
+            raise ValueError(f"num_accepted has {len(num_accepted)} entries for a step of {B} rows")
+        n = torch.tensor(num_accepted, dtype=torch.int32).to(self.device)
+        self.pool.commit(slots, n)
+        self.kv.commit(slots, n)
+        self._in_flight = None
+
+    def offload(self, slot: int) -> ParkedRequest:
+        """Move a committed slot's state (GDN checkpoint, ring, cursors, conv; KV rows) to the CPU and free it."""
+        s = self._slots([slot])
+        parked = ParkedRequest(self.pool.offload(s), self.kv.gather(s))
+        self.pool.free(s)
+        return parked
+
+    def restore(self, parked: ParkedRequest) -> int:
+        """A new slot holding ``parked``; it continues bit for bit where it stopped."""
+        slot = self.pool.restore(parked.gdn)
+        self.kv.scatter(slot, parked.kv)
+        return int(slot[0])
+
+    def states_equal(self, slots: list[int]) -> bool:
+        """With ``shadow_backend``: the committed states of both pools are bitwise equal at every layer."""
+        if not isinstance(self.pool, LockstepPool):
+            raise ValueError("states_equal needs RunnerConfig(shadow_backend=...)")
+        return self.pool.states_equal(self._slots(slots))
+
+    def memory_report(self) -> dict[str, int]:
+        return self.pool.memory_report()

@@ -6,11 +6,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..state.kv import KVCache
+from .config import ModelConfig
 from .layers import RMSNorm, apply_rope, rope_cos_sin
+from .step import Step, StepKind
 
 
 class GatedAttention(nn.Module):
-    def __init__(self, cfg, attn_index: int):
+    def __init__(self, cfg: ModelConfig, attn_index: int):
         super().__init__()
         D, nH, nKV, hd = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         self.q_proj = nn.Linear(D, nH * hd * 2, bias=cfg.attention_bias)  # per head [query | gate]
@@ -23,7 +26,7 @@ class GatedAttention(nn.Module):
         self.rotary_dim, self.theta = cfg.rotary_dim, cfg.rope_theta
         self.index = attn_index
 
-    def forward(self, x: torch.Tensor, step, kv) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, step: Step, kv: KVCache) -> torch.Tensor:
         N = x.shape[0]
         qg = self.q_proj(x).view(N, self.nH, 2 * self.hd)
         q, gate = qg[..., : self.hd], qg[..., self.hd :].reshape(N, -1)
@@ -37,14 +40,15 @@ class GatedAttention(nn.Module):
         pos = step.start[:, None] + torch.arange(T, device=x.device)[None, :]  # [B, T]
         ck[step.kv_rows[:, None], pos] = k
         cv[step.kv_rows[:, None], pos] = v
-        if step.kind == "prefill":  # a fresh slot: attend to the prompt itself
+        prefill = step.kind is StepKind.PREFILL
+        if prefill:  # a fresh slot: attend to the prompt itself
             keys, vals, L = k, v, T
         elif step.contiguous:
             keys, vals, L = ck[:B], cv[:B], kv.max_len
         else:
             keys, vals, L = ck[step.kv_rows], cv[step.kv_rows], kv.max_len
         key_pos = torch.arange(L, device=x.device)
-        if step.kind == "prefill":
+        if prefill:
             mask = key_pos[None, None, :] <= torch.arange(T, device=x.device)[None, :, None]
         else:
             mask = key_pos[None, None, :] <= pos[:, :, None]  # [B, T, L]: committed past + causal window

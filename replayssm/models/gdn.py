@@ -1,8 +1,8 @@
-"""Gated DeltaNet layer of Qwen3-Next / Qwen3.5, running its state through a ``GDNStatePool``.
+"""Gated DeltaNet layer of Qwen3-Next / Qwen3.5, running its state through a ``GDNStateBackend``.
 
 Prefill computes the prompt's outputs and final state (fla-core's chunked kernel on the GPU when it
 is installed, else replayssm's recurrent op) and hands the state to the pool; verify and decode
-steps go through the pool, whose backend ("replay" or "recurrent") decides how state is kept.
+steps go through the state backend, which decides how state is kept ("replay" or "recurrent").
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from torch import nn
 
 from ..ops import gdn_recurrent
 from ..ops.conv import causal_conv1d_prefill
+from ..state.backend import GDNStateBackend
+from .config import ModelConfig
 from .layers import RMSNormGated
+from .step import Step, StepKind
 
 try:  # optional GPU prefill path; always called by keyword (its positional order is a trap)
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as _fla_chunk
@@ -23,7 +26,7 @@ except Exception:  # noqa: BLE001 - any import failure means "not available"
 
 
 class GatedDeltaNet(nn.Module):
-    def __init__(self, cfg, gdn_index: int):
+    def __init__(self, cfg: ModelConfig, gdn_index: int):
         super().__init__()
         D, H, HV, K, V = cfg.hidden_size, cfg.H, cfg.HV, cfg.K, cfg.V
         C = cfg.conv_channels
@@ -63,12 +66,12 @@ class GatedDeltaNet(nn.Module):
         return (q.reshape(N, self.H, self.K).contiguous(), k.reshape(N, self.H, self.K).contiguous(),
                 v.reshape(N, self.HV, self.V).contiguous())  # fmt: skip
 
-    def forward(self, x: torch.Tensor, step, pool) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, step: Step, pool: GDNStateBackend) -> torch.Tensor:
         mixed, z, b, a = self._project(x)
         b, a = b.contiguous(), a.contiguous()
         weight = self.conv1d.weight[:, 0, :]
         kw = dict(A_log=self.A_log, dt_bias=self.dt_bias, slots=step.slots, cu_seqlens=step.cu_seqlens)
-        if step.kind == "prefill":
+        if step.kind is StepKind.PREFILL:
             y, conv_state = causal_conv1d_prefill(mixed, weight, None, step.cu_seqlens)
             q, k, v = self._split(y)
             o, state = self._prefill_delta_rule(q, k, v, a, b, step)
@@ -77,11 +80,11 @@ class GatedDeltaNet(nn.Module):
             y = pool.conv_update(self.index, mixed, weight=weight, bias=None, slots=step.slots,
                                  cu_seqlens=step.cu_seqlens)  # fmt: skip
             q, k, v = self._split(y)
-            fn = pool.decode if step.kind == "decode" else pool.verify
+            fn = pool.decode if step.kind is StepKind.DECODE else pool.verify
             o = fn(self.index, q, k, v, a, b, **kw)
         return self.out_proj(self.norm(o, z).reshape(x.shape[0], -1))
 
-    def _prefill_delta_rule(self, q, k, v, a, b, step):
+    def _prefill_delta_rule(self, q, k, v, a, b, step: Step):
         """Outputs [N, HV, V] and final states [B, HV, V, K] fp32 of whole prompts from a zero state."""
         B = step.slots.shape[0]
         global _fla_chunk

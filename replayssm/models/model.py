@@ -5,10 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..state.backend import GDNStateBackend
+from ..state.kv import KVCache
 from .attention import GatedAttention
 from .config import ModelConfig
 from .gdn import GatedDeltaNet
 from .layers import MLP, RMSNorm, SparseMoE
+from .step import Step
 
 
 class DecoderLayer(nn.Module):
@@ -27,7 +30,7 @@ class DecoderLayer(nn.Module):
         else:
             self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
 
-    def forward(self, h: torch.Tensor, step, pool, kv) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache) -> torch.Tensor:
         x = self.input_layernorm(h)
         h = h + (self.linear_attn(x, step, pool) if self.is_gdn else self.self_attn(x, step, kv))
         return h + self.mlp(self.post_attention_layernorm(h))
@@ -46,8 +49,8 @@ class _Body(nn.Module):
 class HybridLM(nn.Module):
     """``forward(ids, step, pool, kv)`` -> logits [N, vocab] for the N = B*T tokens of a step.
 
-    ``pool`` is a ``GDNStatePool`` over the model's GDN layers, ``kv`` a ``KVCache`` over its attention
-    layers; the model itself holds no per-request state.
+    ``pool`` holds the per-request state of the model's GDN layers, ``kv`` that of its attention layers;
+    the model itself holds none. ``step.kind`` says what the pass is (prefill, verify or decode).
     """
 
     def __init__(self, cfg: ModelConfig):
@@ -63,7 +66,8 @@ class HybridLM(nn.Module):
         if self.config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(self, ids: torch.Tensor, step, pool, kv, *, last_only: bool = False) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache, *,
+                last_only: bool = False) -> torch.Tensor:  # fmt: skip
         h = self.model.embed_tokens(ids)
         for layer in self.model.layers:
             h = layer(h, step, pool, kv)

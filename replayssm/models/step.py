@@ -1,24 +1,35 @@
-"""What one forward pass of the model is about: which slots, which tokens, which kind of step."""
+"""What one forward pass of the model is about: which kind of step, which slots, which tokens."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import torch
 
+from ..state.kv import KVCache
 
-@dataclass
+
+class StepKind(enum.Enum):
+    """PREFILL: a whole prompt into a fresh slot. VERIFY: a speculative window of T tokens per row (state kept
+    until the commit picks the accepted prefix). DECODE: one plain token per row."""
+
+    PREFILL = "prefill"
+    VERIFY = "verify"
+    DECODE = "decode"
+
+
+@dataclass(frozen=True)
 class Step:
     """A batch of B requests, each with ``T`` new tokens (uniform; prefill runs one request at a time).
 
-    kind: "prefill" (a whole prompt, fresh slot), "verify" (a speculative window) or "decode" (one
-    plain token). slots: [B] int32 (-1 = padding row). cu_seqlens: [B+1] int32. start: [B] int64,
-    the committed length of each row before this step (KV position of its first new token).
-    positions: [B*T] int64 absolute positions. kv_rows: [B] int64 rows of the KV cache (sink for
-    padding). contiguous: the live slots are exactly 0..B-1 in order (the KV cache can be sliced).
+    slots: [B] int32 (-1 = padding row). cu_seqlens: [B+1] int32. start: [B] int64, the committed length of
+    each row before this step (KV position of its first new token). positions: [B*T] int64 absolute
+    positions. kv_rows: [B] int64 rows of the KV cache (sink for padding). contiguous: the live slots are
+    exactly 0..B-1 in order (the KV cache can be sliced). All tensors are on the model's device.
     """
 
-    kind: str
+    kind: StepKind
     slots: torch.Tensor
     cu_seqlens: torch.Tensor
     start: torch.Tensor
@@ -32,8 +43,10 @@ class Step:
         return self.slots.shape[0]
 
     @classmethod
-    def build(cls, kind: str, slots: torch.Tensor, T: int, kv, *, contiguous: bool = False) -> Step:
+    def build(cls, kind: StepKind, slots: torch.Tensor, T: int, kv: KVCache, *, contiguous: bool = False) -> Step:
         """Positions from the KV cache's committed lengths; everything stays on the device."""
+        if not isinstance(kind, StepKind):
+            raise TypeError(f"kind must be a StepKind, got {kind!r}")
         B = slots.shape[0]
         dev = slots.device
         rows = kv.rows(slots)

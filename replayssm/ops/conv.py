@@ -92,13 +92,16 @@ def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch
 
 
 def conv_commit(conv_state, scratch, slots, num_accepted):
-    """Roll ``conv_state[slots]`` forward to the last accepted token of each row's window.
+    """Roll ``conv_state`` of ``slots`` forward to the last accepted token of each row's window, all layers at once.
 
-    scratch: [>=B, W-1+T_max, C] from ``causal_conv1d_update``; num_accepted: [B] int32 (>= 1).
-    Rows with slot -1 are skipped. Mutates ``conv_state``.
+    conv_state: [NL, S, W-1, C] (or [S, W-1, C], one layer); scratch: [NL, >=B, W-1+T_max, C] (or
+    [>=B, W-1+T_max, C]) from ``causal_conv1d_update``; slots: [B] int32, -1 rows skipped; num_accepted:
+    [B] int32 (>= 1). One gather and one scatter whatever the number of layers. Mutates ``conv_state``.
     """
+    if conv_state.dim() == 3:
+        conv_state, scratch = conv_state[None], scratch[None]
+    NL, _, Wm1, C = conv_state.shape
     B = slots.shape[0]
-    Wm1 = conv_state.shape[1]
     idx = num_accepted.long()[:, None] + torch.arange(Wm1, device=slots.device)[None, :]  # [B, W-1]
-    kept = torch.gather(scratch[:B], 1, idx[..., None].expand(B, Wm1, scratch.shape[2]))
-    scatter_slots_(conv_state, slots, kept)
+    kept = torch.gather(scratch[:, :B], 2, idx[None, :, :, None].expand(NL, B, Wm1, C))  # [NL, B, W-1, C]
+    scatter_slots_(conv_state.transpose(0, 1), slots, kept.transpose(0, 1))

@@ -47,9 +47,3 @@ class KVCache:
         self.k[:, idx, :n] = data["k"].to(self.k.device)
         self.v[:, idx, :n] = data["v"].to(self.v.device)
         self.lens[idx] = data["lens"].to(self.lens.device)
-
-    def copy_slots(self, src: torch.Tensor, dst: torch.Tensor) -> None:
-        s, d = src.long(), dst.long()
-        self.k[:, d] = self.k[:, s]
-        self.v[:, d] = self.v[:, s]
-        self.lens[d] = self.lens[s]

@@ -26,7 +26,7 @@ class SlotTracker:
         self.live: set[int] = set()
         self.pending: dict[int, set[int]] = {}  # slot -> layers that ran this step
         self.windows: dict[int, int] = {}  # slot -> window length of this step
-        self.kind: str | None = None  # "verify" or "decode" for the step in flight
+        self.kind: str | None = None  # "verify" or "decode": what the layers of the latest step ran
 
     @property
     def num_free(self) -> int:
@@ -67,7 +67,7 @@ class SlotTracker:
             raise SlotError(f"{what}: slots {busy} have a verified step that is not committed yet; commit() first")
 
     def begin(self, layer: int, kind: str, ids: list[int], cu_seqlens: torch.Tensor) -> None:
-        if self.kind not in (None, kind):
+        if self.pending and self.kind != kind:
             raise SlotError(f"cannot {kind} while a {self.kind} step is in flight; commit() it first")
         live = [s for s in ids if s >= 0]
         again = [s for s in live if layer in self.pending.get(s, ())]
@@ -89,10 +89,8 @@ class SlotTracker:
                 if not self.pending[s]:
                     del self.pending[s]
                     self.windows.pop(s, None)
-        if not self.pending:
-            self.kind = None
 
-    def commit_kind(self, ids: list[int], num_accepted: torch.Tensor) -> str | None:
+    def check_commit(self, ids: list[int], num_accepted: torch.Tensor) -> None:
         """Check that every live row finished all layers and accepts 1..window tokens."""
         all_layers = set(range(self.cfg.num_layers))
         for s, n in zip(ids, num_accepted.tolist()):
@@ -105,11 +103,8 @@ class SlotTracker:
                 raise SlotError(f"commit: slot {s} has not run layers {sorted(all_layers - done)} in this step")
             if not 1 <= n <= self.windows[s]:
                 raise SlotError(f"num_accepted={n} for slot {s} is outside [1, {self.windows[s]}] (its window)")
-        return self.kind
 
     def end_step(self, ids: list[int]) -> None:
         for s in ids:
             self.pending.pop(s, None)
             self.windows.pop(s, None)
-        if not self.pending:
-            self.kind = None

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import torch
 
-from .pool import GDNStatePool
+from .backend import GDNStateBackend
+from .transfer import ParkedSlots
 
 
 class LockstepPool:
-    """A ``GDNStatePool`` look-alike: ``primary`` answers, ``shadow`` mirrors every state change.
+    """A ``GDNStateBackend`` over several pools: ``primary`` answers, ``shadow`` mirrors every state change.
 
     ``extra`` shadows (e.g. the experimental open-loop pool of the drift study) are fed the same way.
     """
 
-    def __init__(self, primary: GDNStatePool, shadow: GDNStatePool, *extra: GDNStatePool):
+    def __init__(self, primary: GDNStateBackend, shadow: GDNStateBackend, *extra: GDNStateBackend):
         a = primary.cfg
         for other in (shadow, *extra):
             b = other.cfg
@@ -32,14 +33,18 @@ class LockstepPool:
         self.cfg, self.device = primary.cfg, primary.device
 
     @property
-    def _followers(self) -> list[GDNStatePool]:
+    def _followers(self) -> list[GDNStateBackend]:
         return [self.shadow, *self.extra]
+
+    @property
+    def _all(self) -> list[GDNStateBackend]:
+        return [self.primary, self.shadow, *self.extra]
 
     @property
     def num_free(self) -> int:
         return self.primary.num_free
 
-    def _same_slots(self, slots, others, what):
+    def _same_slots(self, slots: torch.Tensor, others: list[torch.Tensor], what: str) -> torch.Tensor:
         if any(not torch.equal(slots, o) for o in others):
             raise RuntimeError(f"lockstep pools {what} different slots")
         return slots
@@ -48,50 +53,58 @@ class LockstepPool:
         slots = self.primary.alloc(n)
         return self._same_slots(slots, [p.alloc(n) for p in self._followers], "handed out")
 
-    def free(self, slots):
-        for p in (self.primary, *self._followers):
+    def free(self, slots: torch.Tensor) -> None:
+        for p in self._all:
             p.free(slots)
 
-    def write_prefill(self, layer, slots, state, conv_state):
-        for p in (self.primary, *self._followers):
+    def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
+        for p in self._all:
             p.write_prefill(layer, slots, state, conv_state)
 
-    def conv_update(self, layer, x, **kw):
+    def conv_update(self, layer: int, x: torch.Tensor, **kw) -> torch.Tensor:
         for p in self._followers:
             p.conv_update(layer, x, **kw)
         return self.primary.conv_update(layer, x, **kw)
 
-    def verify(self, layer, q, k, v, a, b, **kw):
+    def verify(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:
         for p in self._followers:
             p.verify(layer, q, k, v, a, b, **kw)
         return self.primary.verify(layer, q, k, v, a, b, **kw)
 
-    def decode(self, layer, q, k, v, a, b, **kw):
+    def decode(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:
         for p in self._followers:
             p.decode(layer, q, k, v, a, b, **kw)
         return self.primary.decode(layer, q, k, v, a, b, **kw)
 
-    def commit(self, slots, num_accepted=None):
-        for p in (self.primary, *self._followers):
+    def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
+        for p in self._all:
             p.commit(slots, num_accepted)
 
-    def committed_state(self, layer, slots):
+    def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         return self.primary.committed_state(layer, slots)
 
-    def flush(self, slots):
-        for p in (self.primary, *self._followers):
+    def committed_conv_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
+        return self.primary.committed_conv_state(layer, slots)
+
+    def flush(self, slots: torch.Tensor) -> None:
+        for p in self._all:
             p.flush(slots)
 
-    def offload(self, slots):
-        return tuple(p.offload(slots) for p in (self.primary, *self._followers))
+    def offload(self, slots: torch.Tensor) -> tuple[ParkedSlots, ...]:
+        """One ``ParkedSlots`` per pool, primary first."""
+        return tuple(p.offload(slots) for p in self._all)
 
-    def restore(self, parked):
+    def restore(self, parked: tuple[ParkedSlots, ...]) -> torch.Tensor:
         slots = self.primary.restore(parked[0])
         return self._same_slots(slots, [p.restore(s) for p, s in zip(self._followers, parked[1:])], "restored into")
 
-    def fork(self, slots):
+    def fork(self, slots: torch.Tensor) -> torch.Tensor:
         new = self.primary.fork(slots)
         return self._same_slots(new, [p.fork(slots) for p in self._followers], "forked into")
+
+    def memory_report(self) -> dict[str, int]:
+        """The primary pool's bytes (the shadows exist only to check it)."""
+        return self.primary.memory_report()
 
     def states_equal(self, slots: torch.Tensor) -> bool:
         """Committed GDN and conv states of ``slots`` are bitwise equal in both pools, at every layer."""

@@ -1,12 +1,6 @@
 """GDN state pool: per-request slots across all GDN layers and their speculative lifecycle.
 
-One step of an engine, for a batch of slots:
-
-    for layer in GDN layers:
-        x = pool.conv_update(layer, x, weight=..., bias=..., slots=..., cu_seqlens=...)
-        o = pool.verify(layer, q, k, v, a, b, ...)     # or pool.decode(...) for one plain token
-    pool.commit(slots, num_accepted)                   # once, after every layer
-
+``GDNStatePool`` implements ``GDNStateBackend`` (``state/backend.py`` shows one step).
 ``backend="recurrent"`` is today's engine: per-token snapshots into a preallocated scratch,
 then a copy of the accepted one. ``backend="replay"`` keeps a checkpoint and a ring per slot
 and commits by moving cursors; its committed state is bitwise the recurrent one's.
@@ -29,10 +23,11 @@ from ..ops import (
     ring_mark_folded,
     ring_reset,
 )
+from ..ops._validate import check_tensor
 from ..ops.conv import causal_conv1d_update, conv_commit
 from ..ops.snapshots import commit_snapshots
 from .config import PoolConfig
-from .lifecycle import SlotError, SlotTracker
+from .lifecycle import SlotTracker
 
 
 class GDNStatePool:
@@ -66,7 +61,6 @@ class GDNStatePool:
             ]  # fmt: skip
         self.tracker = SlotTracker(cfg)
 
-    # --- slots -------------------------------------------------------------------------------
     def alloc(self, n: int) -> torch.Tensor:
         """n fresh slots (zero state, zero conv state, empty ring) as an int32 tensor on the pool's device."""
         ids = self.tracker.alloc(n)
@@ -99,7 +93,6 @@ class GDNStatePool:
             raise ValueError(f"layer must be an int in [0, {self.cfg.num_layers}), got {layer!r}")
         return layer
 
-    # --- per-layer work of one step ---------------------------------------------------------------
     def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
         """Set the committed state of ``slots`` after prefill: state [n, HV, V, K] fp32, conv_state
         [n, W-1, C]. The slots' rings must be empty (fresh, or ``flush``ed)."""
@@ -136,7 +129,7 @@ class GDNStatePool:
         return self._window(layer, "verify", q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale)
 
     def decode(self, layer, q, k, v, a, b, *, A_log, dt_bias, slots, cu_seqlens=None, scale=None) -> torch.Tensor:
-        """One plain (non-speculative) token per slot; commit with ``num_accepted=None`` afterwards."""
+        """One plain (non-speculative) token per slot; ``commit`` it with ``num_accepted`` all 1."""
         if cu_seqlens is None:
             cu_seqlens = torch.arange(slots.shape[0] + 1, dtype=torch.int32, device=self.device)
         if q.shape[0] != slots.shape[0]:
@@ -165,35 +158,21 @@ class GDNStatePool:
                 self.tracker.undo(layer, ids)
             raise
 
-    # --- once per step ---------------------------------------------------------------------------
-    def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor | None = None) -> None:
-        """End the step: keep ``num_accepted`` [B] int32 (bonus included) tokens of every row's window in all
-        layers (SSM state and conv state). ``None`` ends a plain decode step (one token each)."""
+    def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
+        """End the step whose layers ran last (verify, or decode: then ``num_accepted`` is all 1): keep
+        ``num_accepted`` [B] int32 tokens (bonus included) of every row's window, in the SSM and conv state of
+        every layer."""
         ids = self._ids(slots)
-        B = slots.shape[0]
-        decode = num_accepted is None
-        if decode:
-            num_accepted = torch.ones(B, dtype=torch.int32, device=self.device)
-        if (
-            not isinstance(num_accepted, torch.Tensor)
-            or num_accepted.dtype != torch.int32
-            or num_accepted.shape != (B,)
-        ):
-            raise ValueError(f"num_accepted must be an int32 tensor of shape ({B},), got {num_accepted!r:.80}")
+        check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=self.device)
         if self.cfg.validate:
-            kind = self.tracker.commit_kind(ids, num_accepted)
-            if kind == "verify" and decode:
-                raise SlotError("commit: a verify step needs num_accepted")
-            decode = kind == "decode"
+            self.tracker.check_commit(ids, num_accepted)
         if self.cfg.backend == "replay":
             ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
-        elif not decode:  # decode updated the state in place; a verify step left snapshots to pick from
+        elif self.tracker.kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
             commit_snapshots(self.checkpoint, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
-        for layer in range(self.cfg.num_layers):
-            conv_commit(self.conv_state[layer], self.conv_scratch[layer], slots, num_accepted)
+        conv_commit(self.conv_state, self.conv_scratch, slots, num_accepted)
         self.tracker.end_step(ids)
 
-    # --- committed state: read, fold, move --------------------------------------------------------
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         """fp32 [n, HV, V, K] committed state of ``slots`` in ``layer``, materialised without mutating anything."""
         layer = self._layer(layer)

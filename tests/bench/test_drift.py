@@ -2,8 +2,16 @@
 
 import json
 
+from replayssm.bench.drift import repetition
 from replayssm.cli import main
-from tests.models.hf_tiny import build
+from tests.helpers.hf_tiny import build
+
+
+def test_repetition():
+    assert repetition([1, 2, 3, 4, 5, 6, 7, 8], window=8) == 0.0  # 5 distinct 4-grams
+    assert repetition([1, 2, 3, 4] * 2, window=8) == 1 - 4 / 5  # 1234 again among 1234 2341 3412 4123 1234
+    assert repetition([9, 9, 1, 2, 3, 4] * 2, window=6) == repetition([1, 2, 3, 4, 9, 9], window=6)  # last 6 only
+    assert repetition([7] * 10, window=10) == 1 - 1 / 7
 
 
 def test_drift_command_tiny(tmp_path):
@@ -19,4 +27,7 @@ def test_drift_command_tiny(tmp_path):
     assert errs[-1] > 0  # the open-loop fold leaves rounding in the state ...
     assert errs[-1] >= errs[0]  # ... and it does not shrink as folds accumulate
     fr = res["free_running"][0]
-    assert fr["tokens"] == 40 and 0.0 <= fr["recurrent"]["repetition"] <= 1.0
+    assert fr["tokens"] == 40
+    for variant in ("exact", "open_loop"):  # output rounding can flip a token only where the baseline nearly tied
+        f = fr[variant]
+        assert f["first_diff"] is None or f["margin_at_first_diff"] < 1e-3, (variant, f)

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.models.hf_tiny import build
+from tests.helpers.hf_tiny import build
 
 
 @pytest.fixture(scope="session")

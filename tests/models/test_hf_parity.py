@@ -5,11 +5,10 @@ import torch
 
 from replayssm.engine.llm import LLM
 from replayssm.models.loader import load_model
-from replayssm.models.step import Step
+from replayssm.models.step import Step, StepKind
 from replayssm.state import GDNStatePool, PoolConfig
 from replayssm.state.kv import KVCache
-
-from .hf_tiny import build
+from tests.helpers.hf_tiny import build
 
 KINDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"]
 # fp32 on both sides; the two implementations differ only in summation order (chunked vs recurrent
@@ -39,16 +38,17 @@ def test_prefill_and_decode_logits(tiny):
     ids = torch.randint(3, 256, (23,), generator=torch.Generator().manual_seed(0))
     slot = pool.alloc(1)
     with torch.no_grad():
-        ours = model(ids[:16], Step.build("prefill", slot, 16, kv), pool, kv)
+        ours = model(ids[:16], Step.build(StepKind.PREFILL, slot, 16, kv), pool, kv)
         kv.commit(slot, torch.tensor([16], dtype=torch.int32))
         out = hf(ids[None, :16], use_cache=True)
         assert (ours - out.logits[0]).abs().max() < LOGIT_BOUND
         cache = out.past_key_values if getattr(out, "past_key_values", None) is not None else out.cache
         for t in range(16, 23):  # step-by-step decode through the pool (recurrent kernel path for T=1)
-            step = Step.build("decode", slot, 1, kv)
+            step = Step.build(StepKind.DECODE, slot, 1, kv)
             o = model(ids[t : t + 1], step, pool, kv)
-            pool.commit(slot)
-            kv.commit(slot, torch.ones(1, dtype=torch.int32))
+            one = torch.ones(1, dtype=torch.int32)
+            pool.commit(slot, one)
+            kv.commit(slot, one)
             out = hf(ids[None, t : t + 1], past_key_values=cache, use_cache=True)
             cache = out.past_key_values if getattr(out, "past_key_values", None) is not None else out.cache
             assert (o[0] - out.logits[0, -1]).abs().max() < LOGIT_BOUND, f"{kind}: decode step {t}"

@@ -6,8 +6,7 @@ from safetensors.torch import load_file, save_file
 
 from replayssm.models.config import ModelConfig
 from replayssm.models.loader import WeightError, load_model
-
-from .hf_tiny import build
+from tests.helpers.hf_tiny import build
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from .chain import Chain
-from .gdn64 import rel_err
+from tests.helpers.chain import Chain
+from tests.helpers.gdn64 import rel_err
 
 # Window outputs of the two backends are computed by different formulas (recurrence vs the
 # (I + A)^-1 transform) and, in fp16, both rounded to fp16 and built from fp16-stored update
@@ -42,6 +42,7 @@ def run_chain(*, group, T, L, dtype, device, impl, steps, num_slots=4, seed=0):
     return c, wraps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "group,T,L,dtype",
     [(2, 4, 8, torch.float16), (4, 2, 16, torch.float32), (1, 1, 8, torch.float32)],

@@ -49,6 +49,22 @@ def test_window_and_rollback_match_accepted_replay():
         assert torch.equal(state[untouched], before[untouched])
 
 
+def test_commit_of_all_layers_equals_one_commit_per_layer():
+    g = torch.Generator().manual_seed(2)
+    NL, S, B, C, W, T = 3, 5, 4, 6, 4, 3
+    state = torch.randn(NL, S, W - 1, C, generator=g)
+    scratch = torch.randn(NL, B + 1, W - 1 + T, C, generator=g)
+    slots = torch.tensor([3, -1, 0, 4], dtype=torch.int32)
+    n = torch.tensor([2, 1, 3, 1], dtype=torch.int32)
+    per_layer = state.clone()
+    for layer in range(NL):
+        conv_commit(per_layer[layer], scratch[layer], slots, n)
+    conv_commit(state, scratch, slots, n)
+    assert torch.equal(state, per_layer)
+    for i, s in ((0, 3), (2, 0), (3, 4)):  # the W-1 inputs ending at the last accepted token, in every layer
+        assert torch.equal(state[:, s], scratch[:, i, int(n[i]) : int(n[i]) + W - 1])
+
+
 def test_prefill_matches_token_by_token():
     g = torch.Generator().manual_seed(1)
     C, W = 6, 4

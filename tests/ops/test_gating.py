@@ -2,8 +2,7 @@ import pytest
 import torch
 
 from replayssm.ops import gdn_gating, gdn_gating_reference
-
-from .gdn64 import gates64, rel_err
+from tests.helpers.gdn64 import gates64, rel_err
 
 
 def _inputs(N, HV, dtype, device):

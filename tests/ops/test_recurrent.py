@@ -2,9 +2,8 @@ import pytest
 import torch
 
 from replayssm.ops import gdn_recurrent, gdn_recurrent_reference
-
-from .gdn64 import rel_err, run64
-from .inputs import make_gdn_inputs, random_state, slot_tensor
+from tests.helpers.gdn64 import rel_err, run64
+from tests.helpers.inputs import make_gdn_inputs, random_state, slot_tensor
 
 
 def _call(fn, x, state, slots, **kw):

@@ -4,8 +4,7 @@ import pytest
 import torch
 
 from replayssm.ops import Ring, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
-
-from .inputs import make_gdn_inputs, random_state, slot_tensor
+from tests.helpers.inputs import make_gdn_inputs, random_state, slot_tensor
 
 H, HV, K, V, T, L, S = 2, 4, 16, 16, 4, 8, 3
 

@@ -2,10 +2,9 @@ import pytest
 import torch
 
 from replayssm.ops import gdn_replay_verify
-
-from .chain import Chain, call
-from .gdn64 import rel_err, run64
-from .inputs import make_gdn_inputs, slot_tensor
+from tests.helpers.chain import Chain, call
+from tests.helpers.gdn64 import rel_err, run64
+from tests.helpers.inputs import make_gdn_inputs, slot_tensor
 
 
 @pytest.mark.parametrize("group", [1, 2, 4])

@@ -37,6 +37,9 @@ class LockstepPools(RuleBasedStateMachine):
     def _r(self, *shape):
         return torch.randn(*shape, generator=self.gen)
 
+    def _draw_live(self, data, max_size=None):
+        return data.draw(st.lists(st.sampled_from(self.live), min_size=1, max_size=max_size, unique=True))
+
     def _both(self, fn):
         return {name: fn(p) for name, p in self.pools.items()}
 
@@ -90,7 +93,7 @@ class LockstepPools(RuleBasedStateMachine):
                 kw = {} if decode else {"cu_seqlens": cu}
                 o = fn(layer, q, k, v, a, b, A_log=w["A_log"], dt_bias=w["dt_bias"], slots=_slots(ids), **kw)
                 outs[name] = (y, o)
-            p.commit(_slots(ids), None if decode else _slots(acc))
+            p.commit(_slots(ids), _slots(acc))  # all 1 after a decode
         assert torch.equal(outs["replay"][0], outs["recurrent"][0])  # conv: same code on both backends
         o_r, o_b = outs["replay"][1], outs["recurrent"][1]
         assert ((o_r - o_b).norm() / o_b.norm()).item() < OUT_BOUND
@@ -101,16 +104,15 @@ class LockstepPools(RuleBasedStateMachine):
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def flush(self, data):
-        ids = data.draw(st.lists(st.sampled_from(self.live), min_size=1, unique=True))
+        ids = self._draw_live(data)
         for p in self.pools.values():
             p.flush(_slots(ids))
-        if self.pools["replay"].cfg.backend == "replay":
-            assert (self.pools["replay"].cursors.write_pos[ids] == 0).all()
+        assert (self.pools["replay"].cursors.write_pos[ids] == 0).all()
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def preempt(self, data):
-        ids = data.draw(st.lists(st.sampled_from(self.live), min_size=1, unique=True))
+        ids = self._draw_live(data)
         snaps = self._both(lambda p: p.offload(_slots(ids)))
         for p in self.pools.values():
             p.free(_slots(ids))
@@ -135,8 +137,11 @@ class LockstepPools(RuleBasedStateMachine):
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def fork(self, data):
-        ids = data.draw(st.lists(st.sampled_from(self.live), min_size=1, max_size=2, unique=True))
+        ids = self._draw_live(data, max_size=2)
         if len(ids) > S - len(self.live):
+            for p in self.pools.values():
+                with pytest.raises(PoolExhaustedError):
+                    p.fork(_slots(ids))
             return
         got = self._both(lambda p: p.fork(_slots(ids)).tolist())
         for p in self.pools.values():
@@ -148,7 +153,7 @@ class LockstepPools(RuleBasedStateMachine):
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def free(self, data):
-        ids = data.draw(st.lists(st.sampled_from(self.live), min_size=1, unique=True))
+        ids = self._draw_live(data)
         for p in self.pools.values():
             p.free(_slots(ids))
         self.live = [s for s in self.live if s not in ids]

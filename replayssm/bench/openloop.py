@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..ops import ring_mark_folded
-from .pool import GDNStatePool
+from ..state import GDNStatePool
 
 
 class OpenLoopReplayPool(GDNStatePool):
@@ -26,7 +26,7 @@ class OpenLoopReplayPool(GDNStatePool):
             raise ValueError("the open-loop fold is a variant of the replay backend")
         super().__init__(cfg)
 
-    def commit(self, slots, num_accepted=None):
+    def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
         super().commit(slots, num_accepted)
         due = [s for s in slots.tolist() if s >= 0 and int(self.cursors.flush[s])]
         if not due:

@@ -5,12 +5,13 @@ import json
 import pytest
 
 from replayssm.cli import main
-from replayssm.state.memory import plan_memory
-from replayssm.state.presets import PRESETS, geometry_from_config
+from replayssm.models.config import ModelConfig
+from replayssm.models.memory import plan_memory
+from replayssm.models.presets import preset
 
 
 def test_qwen35_122b_tp1_by_hand():
-    p = plan_memory(PRESETS["qwen3.5-122b-a10b"], tp=1, T=4, L=16, budget_bytes=40 * 2**30)
+    p = plan_memory(preset("qwen3.5-122b-a10b"), tp=1, T=4, L=16, budget_bytes=40 * 2**30)
     # 48 layers, every 4th full attention -> 36 GDN layers; H=16, HV=64, K=V=128, conv 4
     assert p["gdn_layers"] == 36
     assert p["per_layer"]["state"] == 4_194_304  # 64*128*128*4
@@ -26,7 +27,7 @@ def test_qwen35_122b_tp1_by_hand():
 
 
 def test_qwen35_27b_tp2_by_hand():
-    p = plan_memory(PRESETS["qwen3.5-27b"], tp=2, T=4, L=16)
+    p = plan_memory(preset("qwen3.5-27b"), tp=2, T=4, L=16)
     # 64 layers -> 48 GDN; per GPU H=8, HV=24; C = 2*8*128 + 24*128 = 5120
     assert (p["H"], p["HV"], p["conv_channels"]) == (8, 24, 5120)
     assert p["per_layer"]["ring"] == 232_448  # 16*(8*128*2 + 24*128*2 + 24*8 + 24*128*2) = 16*14528
@@ -35,23 +36,25 @@ def test_qwen35_27b_tp2_by_hand():
 
 
 def test_kv_cache_and_errors(tmp_path):
-    geo = PRESETS["qwen3-next-80b-a3b"]
-    p = plan_memory(geo, tp=1, context=1000)
+    cfg = preset("qwen3-next-80b-a3b")
+    p = plan_memory(cfg, tp=1, context=1000)
     assert p["kv_cache"] == 12 * 2 * 2 * 256 * 2 * 1000  # 12 attention layers, K and V, 2 kv heads, bf16
     with pytest.raises(ValueError, match="tp=3 does not divide linear_num_key_heads=16"):
-        plan_memory(geo, tp=3)
-    cfg = {"text_config": {"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 256, "linear_num_key_heads": 2,
-                           "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
-                           "linear_conv_kernel_dim": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
-                           "head_dim": 16, "full_attention_interval": 4}}  # fmt: skip
+        plan_memory(cfg, tp=3)
+    text = {"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 256, "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+            "linear_conv_kernel_dim": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "full_attention_interval": 4}  # fmt: skip
+    d = {"model_type": "qwen3_5", "text_config": text}  # the multimodal wrapper of a Qwen3.5 config.json
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    g = geometry_from_config(path)
-    assert g.num_gdn_layers == 6 and g.HV == 4
-    del cfg["text_config"]["linear_num_value_heads"]
-    path.write_text(json.dumps(cfg))
+    path.write_text(json.dumps(d))
+    c = ModelConfig.from_file(path)
+    assert len(c.gdn_layers) == 6 and c.HV == 4
+    assert plan_memory(c)["per_layer"]["state"] == 4 * 16 * 16 * 4  # HV*V*K fp32
+    del d["text_config"]["linear_num_value_heads"]
+    path.write_text(json.dumps(d))
     with pytest.raises(ValueError, match="lacks the field 'linear_num_value_heads'"):
-        geometry_from_config(path)
+        ModelConfig.from_file(path)
 
 
 def test_cli_memory(capsys):

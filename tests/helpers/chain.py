@@ -15,16 +15,15 @@ def call(fn, x, **kw):
 class Chain:
     """Baseline state + snapshots vs checkpoint + ring, one shared random stream of inputs."""
 
-    def __init__(self, S, H, HV, K, V, *, T, L, dtype, device, impl, seed=0):
-        self.gen = torch.Generator().manual_seed(seed)
+    def __init__(self, S, H, HV, K, V, *, T, L, dtype, device, impl, seed=0, rng_device="cpu"):
+        self.gen = torch.Generator(device=rng_device).manual_seed(seed)  # "cuda": fast inputs at real shapes
         self.dims, self.T, self.dtype, self.device, self.impl = (S, H, HV, K, V), T, dtype, device, impl
         self.state = random_state(S, HV, V, K, device=device, gen=self.gen)  # baseline's committed states
         self.checkpoint = self.state.clone()
         self.ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=dtype, device=device)
-        self.x = None
         self.flushes = 0
-        self.A_log = (torch.rand(HV, generator=self.gen) * 2 - 1.5).to(device)
-        self.dt_bias = (torch.randn(HV, generator=self.gen) * 0.5).to(device)
+        self.A_log = (torch.rand(HV, generator=self.gen, device=rng_device) * 2 - 1.5).to(device)
+        self.dt_bias = (torch.randn(HV, generator=self.gen, device=rng_device) * 0.5).to(device)
 
     def verify(self, slots, lens):
         S, H, HV, K, V = self.dims

@@ -1,0 +1,139 @@
+"""Command line of ``replayssm bench kernels`` and ``replayssm bench peers`` (registered by ``replayssm.cli``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT_HELP = "$REPLAYSSM_PEERS, else .peers/ in the repository"
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _error(msg: str) -> int:
+    print(f"replayssm: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def add_parsers(bench) -> None:
+    """Add ``kernels`` and ``peers`` to the ``replayssm bench`` subparsers."""
+    k = bench.add_parser("kernels", help="per-layer step time of every backend and SGLang peer vs the memory floor")
+    for name, default in (("--H", 16), ("--HV", 64), ("--K", 128), ("--V", 128)):
+        k.add_argument(name, type=int, default=default)
+    k.add_argument("--windows", type=int, nargs="+", default=[1, 2, 4, 8], help="window lengths T (1 = plain decode)")
+    k.add_argument("--rings", type=int, nargs="+", default=[16, 32], help="ring lengths L (those < 2T are skipped)")
+    k.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64, 128, 256])
+    k.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="activations (default bf16; fp32 on cpu)")
+    k.add_argument("--peers", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to time, or 'none'")
+    k.add_argument("--peers-dir", default=None, help=f"folder holding sglang-<version>/ (default {ROOT_HELP})")
+    k.add_argument(
+        "--device",
+        default="cuda",
+        choices=["cuda", "cpu"],
+        help="cpu: a smoke run of the bench code (Triton interpreter for the peers; tiny --H --HV --K --V)",
+    )
+    k.add_argument("--target-ms", type=float, default=40.0, help="length of one timing trial (3 trials per step)")
+    k.add_argument("--max-seconds", type=float, default=None, help="start no new point after this long")
+    k.add_argument(
+        "--sweep",
+        nargs="*",
+        default=None,
+        help="replayssm launch shapes to time first: WARPSxROWS[xSTAGES] (e.g. 2x2x2 4x1x3)",
+    )
+    k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
+    k.add_argument("--out", default="bench/results", help="folder for the JSON and PNG")
+    k.add_argument("--tag", default="kernels", help="file name stem of the outputs")
+    k.set_defaults(fn=cmd_kernels)
+
+    p = bench.add_parser("peers", help="extract the SGLang releases' kernel files from their wheels (for --peers-dir)")
+    p.add_argument("--wheels", nargs="*", default=[], help="sglang-<version>-*.whl files, or folders holding them")
+    p.add_argument("--download", action="store_true", help="pip download the wheels that are not given")
+    p.add_argument("--cache", default=None, help="download folder (default $REPLAYSSM_WHEEL_CACHE or ~/.cache/...)")
+    p.add_argument("--dest", default=None, help=f"peers folder (default {ROOT_HELP})")
+    p.add_argument("--releases", nargs="+", default=["0.5.16", "0.5.23"])
+    p.set_defaults(fn=cmd_peers)
+
+
+def cmd_peers(args) -> int:
+    from .peers.sglang import RELEASES, PeerKernelsError, default_root
+    from .peers.sglang.extract import extract_all
+
+    unknown = [v for v in args.releases if v not in RELEASES]
+    if unknown:
+        return _error(f"--releases: no peer for {unknown}; known: {', '.join(RELEASES)}")
+    dest = args.dest or default_root()
+    try:
+        done = extract_all([RELEASES[v] for v in args.releases], dest, wheels=args.wheels, download=args.download,
+                           cache=args.cache)  # fmt: skip
+    except PeerKernelsError as e:
+        return _error(f"--wheels/--download: {e}")
+    for version, folder in done.items():
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        print(f"sglang {version}: {folder} ({size / 1024:.0f} KiB)")
+    return 0
+
+
+def _config(args):
+    import torch
+
+    from ..ops import GDNShape
+    from .kernels import KernelBenchConfig
+
+    dtype = getattr(torch, DTYPES[args.dtype or ("fp32" if args.device == "cpu" else "bf16")])
+    peers = () if args.peers == ["none"] else tuple(args.peers)
+    return KernelBenchConfig(
+        geo=GDNShape(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), rings=tuple(args.rings),
+        batches=tuple(args.batches), dtype=dtype, peers=peers,
+        peers_root=args.peers_dir, device=args.device, target_ms=args.target_ms, max_seconds=args.max_seconds,
+        min_working_set=(256 << 20) if args.device == "cuda" else 0,
+    )  # fmt: skip
+
+
+def cmd_kernels(args) -> int:
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        return _error("--device cuda: no CUDA GPU here (--device cpu runs a smoke test; its times mean nothing)")
+    if args.device == "cpu":
+        if args.dtype == "bf16":
+            return _error("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before the peers' kernel files are loaded
+    cfg = _config(args)
+    from .kernels import load_peers, run_kernel_bench
+    from .peers.sglang import RELEASES, PeerKernelsError
+
+    unknown = [v for v in cfg.peers if v not in RELEASES]
+    if unknown:
+        return _error(f"--peers: no peer for {unknown}; known: {', '.join(RELEASES)} or 'none'")
+    try:
+        peers = load_peers(cfg)
+    except PeerKernelsError as e:
+        return _error(f"--peers-dir: {e}")
+    if args.sweep is None and args.tile in (None, "best"):
+        payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
+    else:
+        payload = _with_tiles(cfg, args, peers)
+    failed = [label for row in payload["points"] for label in [*row["refused"], *row.get("errors", {})]]
+    return 1 if failed else 0
+
+
+def _with_tiles(cfg, args, peers) -> dict:
+    from pathlib import Path
+
+    from .kernels import run_kernel_bench
+    from .report import write_json
+    from .sweep import best_tile, parse_tile, sweep_tiles, tiles
+    from .timing import GraphTimer, copy_bandwidth
+
+    tile, swept = args.tile, []
+    if args.sweep:
+        swept = sweep_tiles(cfg, copy_bandwidth(cfg.device), args.sweep, GraphTimer(cfg.target_ms / 1e3))
+        write_json(Path(args.out) / f"{args.tag}_sweep.json", {"sweep": swept})
+        if tile == "best":
+            tile = best_tile(swept)
+            print(f"best bitwise tile: {tile}", flush=True)
+    if not tile or tile == "best":
+        return run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
+    with tiles(parse_tile(tile)):
+        payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
+    payload["tile"] = tile
+    return payload

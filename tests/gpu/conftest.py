@@ -1,0 +1,14 @@
+"""Everything under tests/gpu needs a CUDA GPU: marked ``gpu`` here; tests/conftest.py skips it without one."""
+
+from pathlib import Path
+
+import pytest
+
+_HERE = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _HERE in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.gpu)
