@@ -100,8 +100,20 @@ def _shim() -> types.SimpleNamespace:
         f.__name__ = name
         return f
 
-    names = ("program_id", "load", "store", "where", "exp", "log", "sqrt", "fma", "maximum", "minimum", "expand_dims",
-             "broadcast")
+    names = (
+        "program_id",
+        "load",
+        "store",
+        "where",
+        "exp",
+        "log",
+        "sqrt",
+        "fma",
+        "maximum",
+        "minimum",
+        "expand_dims",
+        "broadcast",
+    )
     for name in names:
         setattr(ns, name, route(name))
     ns.sum = lambda x, axis=None: tl.sum(x, axis)

@@ -166,8 +166,12 @@ def _gdn_replay_verify_kernel(
             for s in gl.static_range(BT):
                 d_k = gl.sum(h * xs.slice(s, 1, dim=0).load(TILE), axis=1)
                 d_q = gl.sum(h * xs.slice(BT + s, 1, dim=0).load(TILE), axis=1)
-                dk = gl.where(gl.expand_dims(tok, 0) == s, gl.expand_dims(gl.convert_layout(d_k, gl.SliceLayout(1, EPI)), 1), dk)
-                dq = gl.where(gl.expand_dims(tok, 0) == s, gl.expand_dims(gl.convert_layout(d_q, gl.SliceLayout(1, EPI)), 1), dq)
+                dk = gl.where(
+                    gl.expand_dims(tok, 0) == s, gl.expand_dims(gl.convert_layout(d_k, gl.SliceLayout(1, EPI)), 1), dk
+                )
+                dq = gl.where(
+                    gl.expand_dims(tok, 0) == s, gl.expand_dims(gl.convert_layout(d_q, gl.SliceLayout(1, EPI)), 1), dq
+                )
             dk = dk * e_hist
             dq = dq * e_hist
             P_j = Gt * 0.0

@@ -2,7 +2,7 @@
 
 import torch
 
-from replayssm.ops import Ring, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
+from replayssm.ops import Ring, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit, ring_reset
 
 from .inputs import make_gdn_inputs, random_state, slot_tensor
 
@@ -53,3 +53,12 @@ class Chain:
         S, H, HV, K, V = self.dims
         out = torch.full((len(slots), HV, V, K), float("nan"), device=self.device)
         return gdn_exact_fold(self.checkpoint, self.ring, slot_tensor(slots, self.device), out=out, impl=self.impl)
+
+    def reuse(self, slot):
+        """Free ``slot`` and hand it out again with a fresh state (its old ring records and fold markers stay
+        behind: the reset's new epoch must keep them from mattering)."""
+        S, H, HV, K, V = self.dims
+        fresh = random_state(1, HV, V, K, device=self.device, gen=self.gen)[0]
+        self.state[slot] = fresh
+        self.checkpoint[slot] = fresh
+        ring_reset(self.ring, slot_tensor([slot], self.device), impl=self.impl)
