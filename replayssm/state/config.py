@@ -10,7 +10,6 @@ from ..ops._common import IMPLS
 from ..ops._validate import ACT_DTYPES
 from ..ops.ring import ring_length_for
 from ..ops.shape import GDNShape
-from ..ops.verify import DOT_PRECISIONS
 
 BACKENDS = ("replay", "recurrent")
 
@@ -44,7 +43,6 @@ class PoolConfig:
     max_batch: int | None = None
     device: str | torch.device = "cpu"
     validate: bool = True
-    dot_precision: str = "tf32"
     impl: str = field(default="auto")
 
     def __post_init__(self):
@@ -78,8 +76,6 @@ class PoolConfig:
             raise ValueError(f"PoolConfig.device {self.device!r} is not a device: {e}") from None
         if not isinstance(self.validate, bool):
             raise TypeError(f"PoolConfig.validate must be a bool, got {self.validate!r}")
-        if self.dot_precision not in DOT_PRECISIONS:
-            raise ValueError(f"PoolConfig.dot_precision must be one of {DOT_PRECISIONS}, got {self.dot_precision!r}")
         if self.impl not in IMPLS:
             raise ValueError(f"PoolConfig.impl must be one of {IMPLS}, got {self.impl!r}")
 
