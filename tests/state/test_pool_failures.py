@@ -6,8 +6,6 @@ tensor at all (scratch included) and no book of the tracker; the committed SSM a
 slot are bitwise equal in the two pools; and no slot outside the call moved.
 """
 
-import os
-
 import pytest
 import torch
 from hypothesis import HealthCheck, event, settings
@@ -324,7 +322,7 @@ class FailingPools(RuleBasedStateMachine):
 
 
 FailingPools.TestCase.settings = settings(
-    max_examples=int(os.environ.get("MX", 30)),
+    max_examples=25,
     stateful_step_count=35,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -1,0 +1,192 @@
+"""Issue 11 at the engine: arguments are checked before anything starts, a failed call gives back everything
+it held, and the engine raises instead of idling (each test failed before the fix it names)."""
+
+import math
+
+import pytest
+import torch
+
+from replayssm.engine.engine import Engine
+from replayssm.engine.llm import LLM
+from replayssm.engine.runner import ModelRunner, RunnerConfig
+from replayssm.models.loader import load_model
+from replayssm.tiny import TINY_MODEL
+
+
+@pytest.fixture(scope="module")
+def llm(tiny_model_dir):
+    return LLM(tiny_model_dir, backend="replay", window=4, drafter="ngram", max_slots=2, max_len=128,
+               shadow_backend="recurrent")  # fmt: skip
+
+
+def _prompt(n=7, seed=0):
+    return torch.randint(3, 256, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def _idle(llm):
+    """Nothing held: every slot free, no step in flight."""
+    return llm.runner.num_free == llm.runner.cfg.max_slots and llm.runner._in_flight is None
+
+
+def test_a_bare_string_is_one_prompt():
+    """Finding 5: llm.generate("def f(") ran one prompt per character."""
+    llm = LLM(TINY_MODEL, drafter="ngram", max_slots=2, max_len=256)
+    one = llm.generate("def f(", max_new_tokens=6)
+    assert len(one) == 1 and one[0].token_ids == llm.generate(["def f("], max_new_tokens=6)[0].token_ids
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "message"),
+    [
+        (dict(temperature=-1), ValueError, "temperature=-1: must be a finite number >= 0"),
+        (dict(temperature=math.nan), ValueError, "temperature=nan"),
+        (dict(temperature=math.inf), ValueError, "temperature=inf"),
+        (dict(temperature="0.5"), ValueError, "temperature='0.5'"),
+        (dict(max_new_tokens=2.5), ValueError, "max_new_tokens=2.5: must be a positive int"),
+        (dict(max_new_tokens=0), ValueError, "max_new_tokens=0"),
+        (dict(max_new_tokens=True), ValueError, "max_new_tokens=True"),
+        (dict(prompts=[[1.0, 2.0]]), TypeError, r"prompts\[0\] must be ints"),
+        (dict(prompts=[[5, 256]]), ValueError, r"prompts\[0\] \[256\] are outside the vocabulary \[0, 256\)"),
+        (dict(prompts=[[5, -1]]), ValueError, "outside the vocabulary"),
+        (dict(prompts=[1, 2, 3]), TypeError, r"a flat list of ints: wrap it, \[\[1, 2, 3\]\] is one prompt"),
+        (dict(prompts=[[]]), ValueError, r"prompts\[0\] is empty"),
+        (dict(prompts=["text"]), ValueError, "no tokenizer.json: pass token ids"),
+        (dict(prompts=5), TypeError, "prompts must be a str, a list of str or a list of token-id lists"),
+        (dict(arrivals=[0, 1]), ValueError, "arrivals must list one engine iteration per prompt"),
+    ],
+)
+def test_generate_checks_its_arguments_before_anything_starts(llm, kw, error, message):
+    """Finding 5 (and 4's out-of-vocabulary token): a negative temperature decoded greedily, float ids were
+    truncated, 2.5 new tokens accepted, an out-of-vocabulary id raised after admission and leaked the slot."""
+    kw = dict(dict(prompts=[_prompt()], max_new_tokens=4), **kw)
+    with pytest.raises(error, match=message):
+        llm.generate(kw.pop("prompts"), **kw)
+    assert _idle(llm)
+
+
+def test_failed_generates_give_back_their_slots(llm, monkeypatch):
+    """Finding 4: once max_slots calls had failed after admission, every later call returned empty outputs
+    after a million idle iterations. Failures now release everything; the next call is exact."""
+    ref = llm.generate([_prompt(seed=1), _prompt(9, seed=2)], max_new_tokens=12)
+    where = {"step": llm.runner, "prefill": llm.runner, "_accept": None}
+    for attempt in range(2 * llm.runner.cfg.max_slots + 1):
+        what = list(where)[attempt % 3]
+        with monkeypatch.context() as m:
+            if what == "_accept":
+                m.setattr(Engine, "_accept", _raise)
+            else:
+                m.setattr(llm.runner, what, _raise)
+            with pytest.raises(RuntimeError, match="injected"):
+                llm.generate([_prompt(seed=1), _prompt(9, seed=2)], max_new_tokens=12)
+        assert _idle(llm), what
+    out = llm.generate([_prompt(seed=1), _prompt(9, seed=2)], max_new_tokens=12)
+    assert [o.token_ids for o in out] == [o.token_ids for o in ref]
+
+
+def _raise(*a, **kw):
+    raise RuntimeError("injected failure")
+
+
+class _FailingLayer:
+    """Wraps one GDN layer's forward: the ``at``-th call raises after the layer ran (state written)."""
+
+    def __init__(self, module, at):
+        self.module, self.at, self.calls, self.forward = module, at, 0, module.forward
+
+    def __call__(self, *a, **kw):
+        out = self.forward(*a, **kw)
+        self.calls += 1
+        if self.calls == self.at:
+            raise RuntimeError("injected failure inside the model")
+        return out
+
+
+@pytest.mark.parametrize("backend", ["replay", "recurrent"])
+def test_a_step_that_fails_inside_the_model_is_aborted_and_the_engine_goes_on(tiny_model_dir, backend):
+    """A failure half-way through the layers of a step (after some GDN layers wrote, some of them folding):
+    the step is aborted, the engine can step again, and the outputs are those of a run without the failure;
+    the lockstep shadow pool stays bitwise equal all along."""
+    model = load_model(tiny_model_dir)
+    prompts = [_prompt(13, seed=3), _prompt(6, seed=4)]
+
+    def engine():
+        cfg = RunnerConfig(backend=backend, max_slots=2, max_len=128, window=4, shadow_backend="replay"
+                           if backend == "recurrent" else "recurrent")  # fmt: skip
+        eng = Engine(ModelRunner(model, cfg), drafter="ngram")
+        for p in prompts:
+            eng.add(p, 40)
+        return eng
+
+    ref = engine().run()
+    eng = engine()
+    layer = model.model.layers[model.config.gdn_layers[-1]].linear_attn
+    failed = 0
+    for i in range(200):
+        if i % 3 == 1:  # every third step fails in the last GDN layer
+            layer.forward = _FailingLayer(layer, at=1)
+        try:
+            more = eng.step()
+        except RuntimeError as e:
+            assert "injected" in str(e)
+            failed += 1
+            more = True
+        finally:
+            layer.__dict__.pop("forward", None)
+        live = [r.slot for r in eng.requests if r.slot is not None]
+        assert eng.runner._in_flight is None and eng.runner.states_equal(live)
+        if not more:
+            break
+    assert failed > 5
+    assert [r.generated for r in eng.requests] == [r.generated for r in ref]
+
+
+def test_the_engine_raises_instead_of_idling(tiny_model_dir):
+    """Finding 4: with no slot free and nothing running, run() spun up to a million idle iterations and
+    returned unfinished requests."""
+    runner = ModelRunner(load_model(tiny_model_dir), RunnerConfig(max_slots=1, max_len=64))
+    held = runner.alloc()  # held outside the engine
+    eng = Engine(runner)
+    eng.add(_prompt(), 4)
+    with pytest.raises(RuntimeError, match=r"requests \[0\] wait for a slot, but no slot of 1 is free"):
+        eng.run()
+    runner.free(held)
+    assert eng.run()[0].generated and len(eng.requests[0].generated) == 4
+    eng = Engine(runner)
+    r = eng.add(_prompt(), 30)
+    eng.step()
+    eng.preempt(r)
+    with pytest.raises(RuntimeError, match=r"requests \[0\] are preempted: resume\(\) them"):
+        eng.step()
+    eng.resume(r)
+    eng.run()
+    assert r.done and len(r.generated) == 30
+
+
+def test_engine_add_checks_prompt_and_lengths(tiny_model_dir):
+    runner = ModelRunner(load_model(tiny_model_dir), RunnerConfig(max_slots=1, max_len=64))
+    eng = Engine(runner)
+    for prompt, error in (([], ValueError), ("abc", ValueError), ([1, 2.0], TypeError), ([True], TypeError),
+                          ([10**6], ValueError)):  # fmt: skip
+        with pytest.raises(error):
+            eng.add(prompt, 4)
+    with pytest.raises(ValueError, match="arrival=-1"):
+        eng.add([1, 2], 4, arrival=-1)
+    with pytest.raises(ValueError, match="temperature=-0.5"):
+        Engine(runner, temperature=-0.5)
+    with pytest.raises(ValueError, match="eos_token_id"):
+        Engine(runner, eos_token_id=256)
+    assert not eng.requests
+
+
+def test_window_and_ring_errors_name_the_argument(tiny_model_dir):
+    """Finding 7: window >= 9 was refused with "ring length L must be a power of two, got 18"."""
+    llm = LLM(tiny_model_dir, window=9, drafter="ngram", max_slots=1, max_len=128)
+    assert llm.runner.pool.cfg.ring_len == 32
+    assert len(llm.generate([_prompt()], max_new_tokens=5)[0].token_ids) == 5
+    for kw, message in ((dict(window=0), "window=0: must be a positive int"),
+                        (dict(window=2.5), "window=2.5"), (dict(ring_len=12), "ring_len=12: must be a power of two"),
+                        (dict(max_slots=0), "max_slots=0"), (dict(backend="fast"), "backend='fast'")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            LLM(tiny_model_dir, drafter="ngram", **kw)
+    assert RunnerConfig(window=4, ring_len=8).ring_length == 8
+    assert RunnerConfig(window=17).ring_length == 64
