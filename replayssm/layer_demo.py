@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .ops import Ring, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
+from .ops.ring import ring_length_for
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ def run_layer_demo(cfg: LayerDemoConfig, device: torch.device, dtype: torch.dtyp
     A_log, dt_bias = rand(HV, scale=0.5) - 1.0, rand(HV, scale=0.5)
     state = rand(B, HV, V, K, scale=0.1)  # the baseline's pool (one slot per request)
     checkpoint = state.clone()
-    ring = Ring.allocate(B, H, HV, K, V, L=cfg.ring_len, window=T, dtype=dtype, device=device)
+    L = ring_length_for(T, at_least=cfg.ring_len)  # the ring a pool would use for this window
+    ring = Ring.allocate(B, H, HV, K, V, L=L, window=T, dtype=dtype, device=device)
     snapshots = torch.empty(B, T, HV, V, K, device=device)
     slots = torch.randperm(B, generator=g).to(torch.int32).to(device)  # rows map to scrambled slots
     cu = torch.arange(0, B * T + 1, T, dtype=torch.int32, device=device)

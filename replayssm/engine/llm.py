@@ -44,7 +44,7 @@ class LLM:
                  drafter: str = "auto", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
                  ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None):  # fmt: skip
         if drafter not in DRAFTERS:
-            raise ValueError(f"drafter={drafter!r}: must be one of {DRAFTERS}")
+            raise ValueError(f"drafter must be one of {DRAFTERS}, got {drafter!r}")
         # checked before the (slow) load: errors name the argument as passed (window=, ring_len=, ...)
         RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window, ring_len=ring_len,
                      cuda_graphs=cuda_graphs, shadow_backend=shadow_backend)  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..ops.ring import ring_length_for
 from ..ops.shape import GDNShape
 from .config import ModelConfig
 
@@ -14,7 +15,8 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
 
     ``context`` > 0 adds the full-attention KV cache of that many tokens per request (K and V,
     activation dtype). Scratch that scales with running requests (snapshots, conv scratch) is
-    counted per request, since every running request needs it at the same time.
+    counted per request, since every running request needs it at the same time. The ring is as long as
+    a pool makes it: ``ring_length_for(T, at_least=L)``.
     """
     if not isinstance(cfg, ModelConfig):
         raise TypeError(f"cfg must be a ModelConfig, got {type(cfg).__name__}")
@@ -22,6 +24,7 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
         if heads % tp:
             raise ValueError(f"tp={tp} does not divide {field}={heads}")
     u_bytes = act_bytes if u_bytes is None else u_bytes
+    L = ring_length_for(T, at_least=L)
     shape = GDNShape(cfg.H // tp, cfg.HV // tp, cfg.K, cfg.V)  # one GPU's share of the heads
     H, HV, K, V, W = shape.H, shape.HV, shape.K, shape.V, cfg.conv_kernel
     C = shape.conv_channels

@@ -12,12 +12,12 @@ from tests.helpers.soak import Soak, SoakConfig
 
 @pytest.mark.parametrize("validate", [True, False])
 def test_soak_driver_runs_every_event_on_cpu(validate):
-    cfg = SoakConfig(steps=120, H=1, HV=2, K=16, V=16, window=3, num_layers=2, num_slots=6, batch=4,
-                     dtype=torch.float32, device="cpu", seed=3, log_every=60, p_finish=0.1, p_preempt=0.08,
-                     p_fork=0.08, p_flush=0.08, p_abort=0.08, p_fail=0.08, p_decode=0.1, validate=validate)  # fmt: skip
+    events = dict(p_finish=0.15, p_preempt=0.12, p_fork=0.12, p_flush=0.12, p_abort=0.12, p_fail=0.12, p_decode=0.15)
+    cfg = SoakConfig(steps=60, H=1, HV=2, K=16, V=16, window=3, num_layers=2, num_slots=6, batch=4,
+                     dtype=torch.float32, device="cpu", seed=3, log_every=30, validate=validate, **events)  # fmt: skip
     log = io.StringIO()
     stats = Soak(cfg, log).run()
-    assert stats["divergences"] == 0 and stats["steps"] == 120
+    assert stats["divergences"] == 0 and stats["steps"] == 60
     for event in ("folds", "aborted", "retried", "finished", "preempted", "resumed", "forked", "flushed",
                   "decode_steps"):  # fmt: skip
         assert stats[event] > 0, event
