@@ -13,9 +13,6 @@ VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)
 SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
 
 
-# ----------------------------------------------------------------------------------------------- tokenizer
-
-
 def bytes_to_unicode():
     """GPT-2's reversible byte -> printable unicode character map (the ByteLevel alphabet)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
@@ -72,9 +69,6 @@ def check_tokenizer(tok, texts, seed=0):
     # special tokens decode to nothing when skipped
     assert tok.decode([BOS_ID] + list(b"ab") + [EOS_ID], skip_special_tokens=True) == "ab"
     return len(samples)
-
-
-# ----------------------------------------------------------------------------------------------- data
 
 
 def stdlib_py_files():

@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
     e.add_argument("--capacity-context", type=integer(1), default=1024, help="KV tokens per request, capacity test")
     e.add_argument("--capacity-budget-gib", type=number(0, lo_open=True), default=None,
                    help="default: free memory after the weights - 4 GiB")  # fmt: skip
+    e.add_argument("--modes", nargs="+", choices=["plain", "recurrent", "replay", "replay-mtp"],
+                   default=["plain", "recurrent", "replay"],
+                   help="replay-mtp: ReplaySSM, drafting with a random MTP head inside the step")  # fmt: skip
     add_out(e, "e2e")
 
 
@@ -55,6 +58,6 @@ def run_e2e(args) -> int:
     cfg = E2EConfig(preset=preset, layers=args.layers, concurrency=tuple(args.concurrency),
                     prompt_len=args.prompt_len, steps=args.steps, window=args.window,
                     mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
-                    capacity_budget_gib=args.capacity_budget_gib)  # fmt: skip
+                    capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes))  # fmt: skip
     run_e2e(cfg, args.out, tag=args.tag)
     return 0

@@ -15,6 +15,7 @@ def add_parser(sub) -> None:
     d.add_argument("--window", type=integer(2, 64), default=4, help="window length T (last accepted token + drafts)")
     d.add_argument("--ring", type=power_of_two(2), default=16, help="ring length L: a power of two >= 2 x --window")
     d.add_argument("--seed", type=integer(0), default=0, help="--layer: random inputs and acceptance")
+    d.add_argument("--json", default=None, help="also write the results (tokens, accepted length per prompt) here")
     add_device(d)
 
 
@@ -25,7 +26,14 @@ def run(args) -> int:
         from ..demo import print_model_demo, run_model_demo
 
         res = run_model_demo(max_new_tokens=args.max_new_tokens, device=dev, window=args.window)
-        return 0 if print_model_demo(res, args.window) else 1
+        ok = print_model_demo(res, args.window)
+        if args.json:
+            import json
+            from pathlib import Path
+
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+        return 0 if ok else 1
     import torch
 
     from ..layer_demo import LayerDemoConfig, run_layer_demo

@@ -16,6 +16,9 @@ def add_parser(sub) -> None:
                         "replayssm/assets/tiny)")  # fmt: skip
     g.add_argument("--prompt", required=True, help="the text to continue")
     g.add_argument("--backend", choices=["replay", "recurrent"], default="replay")
+    g.add_argument("--drafter", choices=["auto", "mtp", "ngram", "none"], default="auto",
+                   help="draft with the model's MTP head, n-gram prompt lookup, or not at all (auto: MTP when the "
+                        "checkpoint has a head, else n-gram)")  # fmt: skip
     g.add_argument("--window", type=integer(1, 64), default=4, help="window length T (1 = plain decode)")
     g.add_argument("--ring", type=pow2(2), default=16, help="ring length L: a power of two >= 2 x --window")
     g.add_argument("--max-new-tokens", type=integer(1), default=128)
@@ -29,12 +32,16 @@ def add_parser(sub) -> None:
 
 def _load(args, dev):
     from ..engine.llm import LLM
+    from ..models.loader import MTPUnavailableError
 
     print(f"loading {args.model} ...", end=" ", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
         llm = LLM(args.model, backend=args.backend, window=args.window, ring_len=args.ring, device=dev,
-                  drafter="none" if args.window == 1 else "ngram", max_len=args.max_len)  # fmt: skip
+                  drafter=args.drafter, max_len=args.max_len)  # fmt: skip
+    except MTPUnavailableError as e:
+        print(file=sys.stderr)
+        raise UsageError(f"--drafter mtp: {e}") from e
     except (ValueError, OSError) as e:  # an unsupported config.json, missing or mis-shaped weights
         print(file=sys.stderr)
         raise UsageError(f"--model {args.model}: {e}") from e
@@ -70,7 +77,7 @@ def run(args) -> int:
     print(flush=True)
     print(f"[{len(req.generated)} tokens in {dt:.2f} s ({len(req.generated) / dt:.1f} tokens/s), {req.steps} steps, "
           f"mean accepted {sum(req.accepted) / max(1, len(req.accepted)):.2f} of {llm.runner_config.window}, backend "
-          f"{args.backend}; stopped at the {why}]", file=sys.stderr)  # fmt: skip
+          f"{args.backend}, drafter {llm.drafter}; stopped at the {why}]", file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -26,14 +26,23 @@ class GatedAttention(nn.Module):
         self.rotary_dim, self.theta = cfg.rotary_dim, cfg.rope_theta
         self.index = attn_index
 
-    def forward(self, x: torch.Tensor, step: Step, kv: KVCache) -> torch.Tensor:
+    def project(self, x: torch.Tensor, positions: torch.Tensor):
+        """x [N, D], positions [N] -> q [N, nH, hd], k, v [N, nKV, hd] (normed, rotated), gate [N, nH * hd]."""
         N = x.shape[0]
         qg = self.q_proj(x).view(N, self.nH, 2 * self.hd)
         q, gate = qg[..., : self.hd], qg[..., self.hd :].reshape(N, -1)
         k = self.k_norm(self.k_proj(x).view(N, self.nKV, self.hd))
         v = self.v_proj(x).view(N, self.nKV, self.hd)
-        cos, sin = rope_cos_sin(step.positions, self.rotary_dim, self.theta)
-        q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(k, cos, sin)
+        cos, sin = rope_cos_sin(positions, self.rotary_dim, self.theta)
+        return apply_rope(self.q_norm(q), cos, sin), apply_rope(k, cos, sin), v, gate
+
+    def output(self, o: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        """Attention output o [N, nH * hd] -> [N, D], gated per head."""
+        return self.o_proj(o * torch.sigmoid(gate))
+
+    def forward(self, x: torch.Tensor, step: Step, kv: KVCache) -> torch.Tensor:
+        N = x.shape[0]
+        q, k, v, gate = self.project(x, step.positions)
         B, T = step.B, step.T
         q, k, v = (t.view(B, T, -1, self.hd) for t in (q, k, v))
         ck, cv = kv.k[self.index], kv.v[self.index]
@@ -56,5 +65,4 @@ class GatedAttention(nn.Module):
             q.transpose(1, 2), keys.transpose(1, 2), vals.transpose(1, 2), attn_mask=mask[:, None],
             scale=self.hd**-0.5, enable_gqa=True,
         )  # fmt: skip
-        o = o.transpose(1, 2).reshape(N, -1)
-        return self.o_proj(o * torch.sigmoid(gate))
+        return self.output(o.transpose(1, 2).reshape(N, -1), gate)

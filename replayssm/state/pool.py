@@ -12,6 +12,7 @@ anything is written, when ``PoolConfig.validate`` is on (the default).
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from ..ops import (
     Ring,
@@ -26,8 +27,11 @@ from ..ops import (
 from ..ops._validate import check_tensor
 from ..ops.conv import causal_conv1d_update, conv_commit
 from ..ops.snapshots import commit_snapshots
+from . import transfer
 from .config import PoolConfig
 from .lifecycle import SlotTracker
+from .memory import pool_memory_report
+from .transfer import ParkedSlots
 
 
 class GDNStatePool:
@@ -115,18 +119,22 @@ class GDNStatePool:
         self.checkpoint[layer, slots.long()] = state.to(self.device)
         self.conv_state[layer, slots.long()] = conv_state.to(self.device)
 
-    def conv_update(self, layer, x, *, weight, bias, slots, cu_seqlens) -> torch.Tensor:
+    def conv_update(self, layer: int, x: Tensor, *, weight: Tensor, bias: Tensor | None, slots: Tensor,
+                    cu_seqlens: Tensor) -> Tensor:  # fmt: skip
         """Causal conv1d + SiLU over the step's tokens x [N, C]; the conv state moves only at commit."""
         layer = self._layer(layer)
         self._ids(slots)
         scratch = self.conv_scratch[layer]
         return causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch)
 
-    def verify(self, layer, q, k, v, a, b, *, A_log, dt_bias, slots, cu_seqlens, scale=None) -> torch.Tensor:
+    def verify(self, layer: int, q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, *, A_log: Tensor,
+               dt_bias: Tensor, slots: Tensor, cu_seqlens: Tensor, scale: float | None = None) -> Tensor:  # fmt: skip
         """Speculative verify of one layer over windows of 1..window tokens; returns o [N, HV, V]."""
         return self._window(layer, "verify", q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale)
 
-    def decode(self, layer, q, k, v, a, b, *, A_log, dt_bias, slots, cu_seqlens=None, scale=None) -> torch.Tensor:
+    def decode(self, layer: int, q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, *, A_log: Tensor,
+               dt_bias: Tensor, slots: Tensor, cu_seqlens: Tensor | None = None,
+               scale: float | None = None) -> Tensor:  # fmt: skip
         """One plain (non-speculative) token per slot; ``commit`` it with ``num_accepted`` all 1."""
         if cu_seqlens is None:
             cu_seqlens = torch.arange(slots.shape[0] + 1, dtype=torch.int32, device=self.device)
@@ -200,25 +208,17 @@ class GDNStatePool:
                                impl=self.cfg.impl)  # fmt: skip
             ring_mark_folded(self.cursors, slots, validate=False, impl=self.cfg.impl)
 
-    def offload(self, slots: torch.Tensor):
+    def offload(self, slots: torch.Tensor) -> ParkedSlots:
         """CPU copy of ``slots`` (checkpoints, rings, cursors, conv state); the slots stay allocated."""
-        from .transfer import offload
+        return transfer.offload(self, slots)
 
-        return offload(self, slots)
-
-    def restore(self, parked) -> torch.Tensor:
+    def restore(self, parked: ParkedSlots) -> torch.Tensor:
         """Allocate new slots holding ``parked`` (from ``offload``); they continue bit for bit where it stopped."""
-        from .transfer import restore
-
-        return restore(self, parked)
+        return transfer.restore(self, parked)
 
     def fork(self, slots: torch.Tensor) -> torch.Tensor:
         """New slots with identical committed state and history (parallel sampling, shared prefixes)."""
-        from .transfer import fork
-
-        return fork(self, slots)
+        return transfer.fork(self, slots)
 
     def memory_report(self) -> dict[str, int]:
-        from .memory import pool_memory_report
-
         return pool_memory_report(self)
