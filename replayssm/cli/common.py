@@ -1,5 +1,5 @@
 """What every subcommand shares: the parser that reports a user error in one line, range-checked flag
-types, the device flag, the results folder and progress bars.
+types, the device flag and the results folder.
 
 A user error is one line on stderr naming the flag and what it accepts, exit status 2, no traceback
 (``--debug`` or ``REPLAYSSM_DEBUG=1`` shows it). Nothing here imports torch: ``replayssm --help`` must
@@ -30,6 +30,18 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UsageError(message.removeprefix("argument "), prog=self.prog)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows each option's default, unless it has none (None, False) or the help already says it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        none = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        if none or "default" in text or not action.option_strings:
+            return text
+        default = " ".join(map(str, action.default)) if isinstance(action.default, list) else action.default
+        return f"{text} (default: {default})" if text else f"default: {default}"
 
 
 def debug_enabled(argv: list[str]) -> bool:
@@ -128,17 +140,9 @@ def add_out(p: argparse.ArgumentParser, tag: str) -> None:
     p.add_argument("--tag", default=tag, help="file name stem of the outputs")
 
 
-def progress(total: int | None, desc: str, unit: str = "tok"):
-    """A progress bar with an ETA on stderr (tqdm)."""
-    from tqdm import tqdm
-
-    tty = sys.stderr.isatty()  # a log file gets a line every 30 s instead of a redraw every 0.1 s
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, mininterval=0.1 if tty else 30)
-
-
 def add_command(sub, name: str, help: str, fn) -> argparse.ArgumentParser:
     """A subcommand with ``--debug`` (show the traceback of an error) and its handler."""
-    p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
+    p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", formatter_class=HelpFormatter)
     p.add_argument("--debug", action="store_true", help=f"show tracebacks (or set {DEBUG_ENV}=1)")
     p.set_defaults(fn=fn)
     return p

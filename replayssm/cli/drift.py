@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..progress import progress
 from .common import (
     UsageError,
     add_command,
@@ -14,7 +15,6 @@ from .common import (
     integer,
     model_folder,
     power_of_two,
-    progress,
 )
 
 PROMPTS = 3  # load_drift_model gives three prompts

@@ -30,23 +30,20 @@ def add_parser(sub) -> None:
     add_device(g)
 
 
-def _load(args, dev):
+def _load(args, dev, folder):
     from ..engine.llm import LLM
     from ..models.loader import MTPUnavailableError
+    from ..progress import progress
 
-    print(f"loading {args.model} ...", end=" ", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    try:
-        llm = LLM(args.model, backend=args.backend, window=args.window, ring_len=args.ring, device=dev,
-                  drafter=args.drafter, max_len=args.max_len)  # fmt: skip
-    except MTPUnavailableError as e:
-        print(file=sys.stderr)
-        raise UsageError(f"--drafter mtp: {e}") from e
-    except (ValueError, OSError) as e:  # an unsupported config.json, missing or mis-shaped weights
-        print(file=sys.stderr)
-        raise UsageError(f"--model {args.model}: {e}") from e
-    print(f"{time.perf_counter() - t0:.1f} s, on {dev}", file=sys.stderr, flush=True)
-    return llm
+    size = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+    with progress(size, f"loading {folder.name}", unit="B", unit_scale=True) as bar:
+        try:
+            return LLM(folder, backend=args.backend, window=args.window, ring_len=args.ring, device=dev,
+                       drafter=args.drafter, max_len=args.max_len, load_progress=bar.update)  # fmt: skip
+        except MTPUnavailableError as e:
+            raise UsageError(f"--drafter mtp: {e}") from e
+        except (ValueError, OSError) as e:  # an unsupported config.json, missing or mis-shaped weights
+            raise UsageError(f"--model {args.model}: {e}") from e
 
 
 def run(args) -> int:
@@ -56,7 +53,7 @@ def run(args) -> int:
     folder = model_folder(args.model)
     if not (folder / "tokenizer.json").is_file():
         raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
-    llm = _load(args, device(args.device))
+    llm = _load(args, device(args.device), folder)
     ids = llm.encode(args.prompt)
     need = len(ids) + args.max_new_tokens + llm.runner_config.window
     if need > args.max_len:
