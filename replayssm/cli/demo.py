@@ -10,7 +10,7 @@ def add_parser(sub) -> None:
     d = add_command(sub, "demo", "the embedded model decoded plainly and speculatively on both backends", run)
     d.add_argument("--layer", action="store_true", help="instead: simulate one GDN layer with random inputs")
     d.add_argument("--max-new-tokens", type=integer(1, 4096), default=48, help="tokens per prompt")
-    d.add_argument("--steps", type=integer(1), default=300, help="--layer: speculative steps")
+    d.add_argument("--steps", type=integer(1), default=100, help="--layer: speculative steps")
     d.add_argument("--batch", type=integer(1, 4096), default=4, help="--layer: requests")
     d.add_argument("--window", type=integer(2, 64), default=4, help="window length T (last accepted token + drafts)")
     d.add_argument("--ring", type=power_of_two(2), default=16, help="ring length L: a power of two >= 2 x --window")
@@ -112,6 +112,7 @@ def _layer(args, dev) -> int:
     import torch
 
     from ..layer_demo import LayerDemoConfig, run_layer_demo
+    from ..progress import progress
 
     cfg = LayerDemoConfig(steps=args.steps, batch=args.batch, window=args.window, ring_len=args.ring,
                           seed=args.seed)  # fmt: skip
@@ -119,7 +120,8 @@ def _layer(args, dev) -> int:
     path = "Triton kernels" if dev.type == "cuda" else "PyTorch references"
     print(f"replayssm demo --layer: one GDN layer, H={cfg.H} HV={cfg.HV} K={cfg.K} V={cfg.V}, batch {cfg.batch}, "
           f"window T={cfg.window}, ring L={cfg.ring_len}, {dtype} activations, {dev} ({path})")  # fmt: skip
-    r = run_layer_demo(cfg, dev, dtype)
+    with progress(cfg.steps, "demo --layer", unit="step") as bar:
+        r = run_layer_demo(cfg, dev, dtype, progress=bar.update)
     print(f"  steps                       {r.steps} ({r.flush_steps} with a fold)")
     print(f"  mean accepted length        {r.mean_accepted:.2f} of {cfg.window}")
     print(f"  committed state bitwise     {r.bitwise_steps}/{r.steps} steps equal to the recurrent baseline")

@@ -96,6 +96,7 @@ def cmd_kernels(args) -> int:
         if args.dtype == "bf16":
             raise UsageError("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the peers' kernel files are loaded
+    _check_tiles(args)
     cfg = _config(args)
     from ..bench.kernels import load_peers, run_kernel_bench
     from ..bench.peers.sglang import RELEASES, PeerKernelsError
@@ -113,6 +114,20 @@ def cmd_kernels(args) -> int:
         payload = _with_tiles(cfg, args, peers)
     failed = [label for row in payload["points"] for label in [*row["refused"], *row.get("errors", {})]]
     return 1 if failed else 0
+
+
+def _check_tiles(args) -> None:
+    from ..bench.sweep import parse_tile
+
+    flags = [("--sweep", spec) for spec in args.sweep or []]
+    flags += [("--tile", args.tile)] if args.tile not in (None, "best") else []
+    for flag, spec in flags:
+        try:
+            parse_tile(spec)
+        except ValueError as e:
+            raise UsageError(f"{flag} {spec}: {e} (e.g. 2x2x2)") from None
+    if args.tile == "best" and not args.sweep:
+        raise UsageError("--tile best: needs --sweep with the shapes to choose from")
 
 
 def _with_tiles(cfg, args, peers) -> dict:
