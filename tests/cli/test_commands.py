@@ -3,6 +3,8 @@
 import json
 import shutil
 
+import pytest
+
 from replayssm.cli import main
 from replayssm.tiny import TINY_MODEL
 
@@ -41,3 +43,23 @@ def test_generate_streams_and_stops_at_eos(tmp_path, capsys):
     assert "stopped at the end-of-sequence token" in stopped.err
     assert main([*argv, "--model", eos_model, "--ignore-eos"]) == 0
     assert capsys.readouterr().out.removeprefix(prompt)[:-1] == text
+
+
+def test_demo_layer(capsys):
+    assert main(["demo", "--layer", "--steps", "6", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "6/6 steps equal to the recurrent baseline" in out
+
+
+@pytest.mark.slow  # six engine runs over nine prompts: about a minute of CPU
+def test_demo_explains_a_cpu_run(tmp_path, capsys):
+    """A short demo: every run's line as it ends, the CPU note, the summary; --json holds the same numbers."""
+    assert main(["demo", "--max-new-tokens", "3", "--device", "cpu", "--json", str(tmp_path / "d.json")]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s below is no measure of speed" in out and "bench/results/2026-11-29-h200/" in out
+    assert "every speculative run gave exactly the plain tokens: yes" in out
+    assert "bitwise equal to the recurrent baseline's, every layer, after each of" in out and ": NO" not in out
+    res = json.loads((tmp_path / "d.json").read_text())
+    assert all(r["same_tokens_as_plain"] for r in res["runs"].values())
+    for name in res["runs"]:
+        assert name in out
