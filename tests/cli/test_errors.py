@@ -92,6 +92,12 @@ def test_user_error_is_one_line_exit_2(argv, flag, phrase, capsys):
     assert "Traceback" not in cap.err + cap.out
 
 
+def test_no_command_prints_the_help(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: replayssm") and "demo" in err and "docs/cli.md" in err
+
+
 def test_debug_shows_the_exception(monkeypatch):
     with pytest.raises(UsageError, match="--tp"):
         main(["memory", "--model", "qwen3.5-4b", "--tp", "0", "--debug"])
