@@ -1,9 +1,10 @@
 """Engine: continuous batching of requests over a ModelRunner, with speculative decoding.
 
-Host side only: the request queue, drafting, acceptance and bookkeeping. Every iteration admits
-arrived requests (prefill, one at a time), runs one batched verify (or decode) step for all running
-requests, accepts, commits, and retires finished requests. Requests can be preempted to the CPU and
-resumed later; they continue with identical tokens.
+Host side only: the request queue, drafting and bookkeeping. Every iteration admits arrived requests
+(prefill, one at a time), runs one batched verify (or decode) step for all running requests -- forward,
+acceptance and commit on the device (``ModelRunner.step_and_commit``), only the accepted counts and tokens
+come back -- and retires finished requests. Requests can be preempted to the CPU and resumed later; they
+continue with identical tokens.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .accept import Greedy, Prescribed, Sampling, sample_inverse_cdf
 from .runner import ModelRunner, ParkedRequest
-from .spec import BenchmarkAcceptance, NgramDrafter, accept_greedy, accept_sampling
+from .spec import BenchmarkAcceptance, NgramDrafter
 
 
 @dataclass
@@ -70,9 +72,11 @@ class Engine:
         return [r for r in self.requests if r.slot is not None and not r.done]
 
     def _pick(self, logits: torch.Tensor) -> int:
+        """The first token after a prompt from its logits [vocab] (on the device; one integer comes back)."""
         if self.temperature <= 0:
             return int(logits.argmax())
-        return int(torch.multinomial(torch.softmax(logits.float().cpu() / self.temperature, -1), 1, generator=self.gen))
+        u = torch.rand(1, generator=self.gen).to(logits.device)
+        return int(sample_inverse_cdf(torch.softmax(logits[None].float() / self.temperature, -1), u)[0])
 
     def _emit(self, r: Request, tokens: list[int]) -> None:
         for t in tokens:
@@ -104,10 +108,10 @@ class Engine:
         drafts = [self._drafts(r, T - 1) for r in batch]
         tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
                                zip(batch, drafts)], dtype=torch.long)  # fmt: skip
-        logits = self.runner.step([r.slot for r in batch], tokens)
-        results = self._accept(logits, drafts)
-        self.runner.commit([n for n, _ in results])
-        for r, (n, new) in zip(batch, results):
+        rule, kw = self._rule(len(batch), T)
+        counts, produced = self.runner.step_and_commit([r.slot for r in batch], tokens, [len(d) for d in drafts],
+                                                       rule, **kw)  # fmt: skip
+        for r, n, new in zip(batch, counts, produced):
             r.steps += 1
             r.accepted.append(n)
             self._emit(r, new)
@@ -118,16 +122,14 @@ class Engine:
             return [r.generated[-1]] * k  # any tokens: the prescribed acceptance ignores them
         return self.drafter.propose(r.context, k) if self.drafter else []
 
-    def _accept(self, logits: torch.Tensor, drafts: list[list[int]]) -> list[tuple[int, list[int]]]:
+    def _rule(self, B: int, T: int) -> tuple:
+        """How the device accepts this step's drafts, and the host-drawn inputs the rule reads."""
         if self.bench is not None:
-            am = logits.argmax(-1).cpu()
-            return [(n, d[: n - 1] + [int(am[i, n - 1])]) for i, (n, d) in enumerate(zip(self.bench.draw(len(drafts)),
-                                                                                          drafts))]  # fmt: skip
+            return Prescribed(), {"prescribed": self.bench.draw(B)}
         if self.temperature <= 0:
-            am = logits.argmax(-1).cpu().tolist()
-            return [accept_greedy(a, d) for a, d in zip(am, drafts)]
-        probs = torch.softmax(logits.cpu() / self.temperature, -1)
-        return [accept_sampling(probs[i], d, self.gen) for i, d in enumerate(drafts)]
+            return Greedy(), {}
+        u = torch.rand(B, 2 * T, generator=self.gen)
+        return Sampling(self.temperature), {"uniforms": u, "temperature": self.temperature}
 
     def run(self, max_iterations: int = 1_000_000) -> list[Request]:
         for _ in range(max_iterations):

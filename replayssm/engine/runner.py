@@ -1,9 +1,11 @@
-"""ModelRunner: the GPU side of the engine -- model, GDN state backend, KV cache, CUDA graphs.
+"""ModelRunner: the GPU side of the engine -- model, GDN state backend, paged KV cache, CUDA graphs.
 
-It knows nothing about requests or text: it prefills a slot from token ids, runs one verify/decode
-step for a batch of slots, and commits the accepted counts to the GDN state and the KV cache together.
-Steps are captured in CUDA graphs for a short list of batch sizes (the batch is padded with slot -1
-rows up to the next size).
+It knows nothing about requests or text: it prefills slots from token ids, runs one verify/decode step for a
+batch of slots, and commits the accepted counts to the GDN state and the KV cache together. The engine's path
+is ``step_and_commit``: forward, acceptance (``engine.accept``) and commit run on the device as one CUDA graph
+(captured for a short list of batch sizes; the batch is padded with slot -1 rows up to the next size), and
+only the accepted counts and tokens come back. ``step`` + ``commit`` expose the logits in between (tests,
+studies).
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from ..state import GDNStatePool, PoolConfig
 from ..state.backend import GDNStateBackend, Parked
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
+from .accept import Greedy, Rule, accept_device
+from .graphs import INT_COLS, StepIO, capture
 
 GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+GREEDY = Greedy()
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,8 @@ class RunnerConfig:
     cuda_graphs: bool = True
     validate: bool = True  # host-side protocol checks (turned off automatically for graph capture)
     shadow_backend: str | None = None  # a second pool fed the same inputs (LockstepPool), for bitwise checks
+    kv_tokens: int | None = None  # paged KV memory shared by all slots, in tokens (None: max_len for every slot)
+    page_size: int = 64  # KV cache page, in tokens
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ def _padded(n: int) -> int:
 
 
 def _uses_graphs(model: HybridLM, cfg: RunnerConfig) -> bool:
-    return cfg.cuda_graphs and next(model.parameters()).is_cuda and model.config.num_experts == 0
+    return cfg.cuda_graphs and next(model.parameters()).is_cuda
 
 
 def pool_config(model: HybridLM, cfg: RunnerConfig) -> PoolConfig:
@@ -82,10 +89,17 @@ class ModelRunner:
             raise ValueError(f"pool must be built for pool_config(model, cfg) = {want} (and no shadow_backend), "
                              f"got {pool.cfg}")  # fmt: skip
         self.pool: GDNStateBackend = pool
+        pages = None if cfg.kv_tokens is None else -(-cfg.kv_tokens // cfg.page_size)
         self.kv = KVCache(len(mc.attention_layers), cfg.max_slots, cfg.max_len, mc.num_kv_heads, mc.head_dim,
-                          dtype=self.dtype, device=self.device)  # fmt: skip
+                          dtype=self.dtype, device=self.device, page_size=cfg.page_size, num_pages=pages)  # fmt: skip
+        self._lens = [0] * cfg.max_slots  # host mirror of kv.lens: pages are reserved from it, never read back
+        model.fuse_projections()
+        # a device drafter (engine.drafter.DeviceDrafter, e.g. the MTP head): its propose/observe/commit run
+        # inside the captured step (``_step_body``)
+        self.drafter = None
         self._graphs: dict[tuple, tuple] = {}
-        self._in_flight: tuple[torch.Tensor, int] | None = None  # (slots [B] on the device, B) awaiting commit
+        self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
+        self._in_flight: tuple[torch.Tensor, list[int]] | None = None  # slots on the device and the host
 
     @property
     def num_free(self) -> int:
@@ -94,74 +108,85 @@ class ModelRunner:
     def alloc(self) -> int:
         slot = self.pool.alloc(1)
         self.kv.reset(slot)
-        return int(slot[0])
+        s = int(slot[0])
+        self._lens[s] = 0
+        return s
 
     def free(self, slot: int) -> None:
         self.pool.free(self._slots([slot]))
+        self.kv.release([slot])
 
     def _slots(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor(ids, dtype=torch.int32, device=self.device)
 
     @torch.no_grad()
-    def prefill(self, slot: int, ids: list[int]) -> torch.Tensor:
-        """Run a whole prompt into a fresh slot; returns the logits of its last token [vocab] (fp32)."""
-        if len(ids) + self.cfg.window > self.cfg.max_len:
+    def prefill(self, slot: int | list[int], ids: list[int] | list[list[int]]) -> torch.Tensor:
+        """Run whole prompts into fresh slots: one slot and its prompt, or lists of them (prompts of one length
+        run as one batch). Returns the logits of each prompt's last token, [vocab] or [n, vocab] (fp32)."""
+        if isinstance(slot, int):
+            return self.prefill([slot], [ids])[0]
+        longest = max(len(p) for p in ids)
+        if longest + self.cfg.window > self.cfg.max_len:
             raise ValueError(
-                f"prompt of {len(ids)} tokens + window {self.cfg.window} exceeds max_len {self.cfg.max_len}"
+                f"prompt of {longest} tokens + window {self.cfg.window} exceeds max_len {self.cfg.max_len}"
             )
-        slots = self._slots([slot])
-        t = torch.tensor(ids, dtype=torch.long, device=self.device)
-        step = Step.build(StepKind.PREFILL, slots, len(ids), self.kv)
-        logits = self.model(t, step, self.pool, self.kv, last_only=True)
-        self.kv.commit(slots, torch.tensor([len(ids)], dtype=torch.int32, device=self.device))
-        return logits[0].float()
+        self.kv.reserve(slot, [len(p) + self.cfg.window for p in ids])
+        out = torch.empty(len(slot), self.model.config.vocab_size, dtype=torch.float32, device=self.device)
+        for P in sorted({len(p) for p in ids}):
+            rows = [i for i, p in enumerate(ids) if len(p) == P]
+            slots = self._slots([slot[i] for i in rows])
+            t = torch.tensor([ids[i] for i in rows], dtype=torch.long, device=self.device).view(-1)
+            step = Step.build(StepKind.PREFILL, slots, P, self.kv)
+            hidden = self.model.hidden(t, step, self.pool, self.kv)  # [len(rows) * P, D]
+            if self.drafter is not None:
+                for j, i in enumerate(rows):
+                    self.drafter.prefill(slot[i], t[j * P : (j + 1) * P], hidden[j * P : (j + 1) * P])
+            self.kv.commit(slots, torch.full((len(rows),), P, dtype=torch.int32, device=self.device))
+            last = hidden.view(len(rows), P, -1)[:, -1]
+            out[torch.tensor(rows, device=self.device)] = self.model.lm_head(last).float()
+            for i in rows:
+                self._lens[slot[i]] = P
+        return out
+
+    def _begin(self, slots: list[int], T: int) -> StepKind:
+        if self._in_flight is not None:
+            raise RuntimeError("the previous step is not committed yet; commit() it first")
+        self.kv.reserve(slots, [self._lens[s] + T for s in slots])
+        return StepKind.DECODE if T == 1 else StepKind.VERIFY
 
     @torch.no_grad()
     def step(self, slots: list[int], tokens: torch.Tensor) -> torch.Tensor:
         """One step for the rows ``slots``: tokens [B, T] long, T = 1 a plain decode, T > 1 a verify of the
         window. Returns logits [B, T, vocab] fp32. Nothing is advanced until ``commit``."""
-        if self._in_flight is not None:
-            raise RuntimeError("the previous step is not committed yet; commit() it first")
         B, T = tokens.shape
-        kind = StepKind.DECODE if T == 1 else StepKind.VERIFY
-        contiguous = slots == list(range(B))
+        kind = self._begin(slots, T)
         if not self.use_graphs:
             s = self._slots(slots)
-            step = Step.build(kind, s, T, self.kv, contiguous=contiguous)
+            step = Step.build(kind, s, T, self.kv, contiguous=slots == list(range(B)))
             logits = self.model(tokens.reshape(-1).to(self.device), step, self.pool, self.kv)
-            self._in_flight = (s, B)
+            self._in_flight = (s, list(slots))
             return logits.view(B, T, -1).float()
-        Bg = _padded(B)
-        key = (kind, Bg, T, contiguous)
+        key = ("logits", kind, _padded(B), T)
         if key not in self._graphs:
-            self._graphs[key] = self._capture(kind, Bg, T, contiguous)
+            self._graphs[key] = self._capture_logits(kind, _padded(B), T)
         graph, ids_buf, slots_buf, out = self._graphs[key]
         ids_buf.zero_()
         ids_buf[:B].copy_(tokens)
         slots_buf.fill_(-1)
         slots_buf[:B].copy_(torch.tensor(slots, dtype=torch.int32))
         graph.replay()
-        self._in_flight = (slots_buf[:B], B)
+        self._in_flight = (slots_buf[:B], list(slots))
         return out[:B].float()
 
-    def _capture(self, kind: StepKind, B: int, T: int, contiguous: bool):
+    def _capture_logits(self, kind: StepKind, B: int, T: int):
         ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
         slots_buf = torch.full((B,), -1, dtype=torch.int32, device=self.device)
 
         def run():
-            step = Step.build(kind, slots_buf, T, self.kv, contiguous=contiguous)
+            step = Step.build(kind, slots_buf, T, self.kv)
             return self.model(ids_buf.view(-1), step, self.pool, self.kv).view(B, T, -1)
 
-        # Warm-up (compiles kernels) on padding rows only: no state is touched.
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            run()
-            run()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = run()
+        g, out = capture(run, self._graph_pool)  # warm-up on padding rows only: no state is touched
         return g, ids_buf, slots_buf, out
 
     def commit(self, num_accepted: list[int]) -> None:
@@ -169,25 +194,97 @@ class ModelRunner:
         i's window in the GDN state and the KV cache of every layer."""
         if self._in_flight is None:
             raise RuntimeError("no step to commit")
-        slots, B = self._in_flight
-        if len(num_accepted) != B:
-            raise ValueError(f"num_accepted has {len(num_accepted)} entries for a step of {B} rows")
+        slots, ids = self._in_flight
+        if len(num_accepted) != len(ids):
+            raise ValueError(f"num_accepted has {len(num_accepted)} entries for a step of {len(ids)} rows")
         n = torch.tensor(num_accepted, dtype=torch.int32).to(self.device)
         self.pool.commit(slots, n)
         self.kv.commit(slots, n)
+        for s, k in zip(ids, num_accepted):
+            self._lens[s] += k
         self._in_flight = None
+
+    @torch.no_grad()
+    def step_and_commit(self, slots: list[int], tokens: torch.Tensor, num_drafts: list[int] | None,
+                        rule: Rule = GREEDY, *, prescribed: list[int] | None = None,
+                        uniforms: torch.Tensor | None = None, temperature: float = 1.0,
+                        device_drafts: bool = False) -> tuple[list[int], list[list[int]]]:  # fmt: skip
+        """The engine's step: forward, acceptance on the device by ``rule`` and commit, in one CUDA graph.
+
+        tokens [B, T] long (CPU): each row's window, last emitted token first; num_drafts[i]: how many of row
+        i's T-1 drafts are real (the rest is padding, never accepted). With ``device_drafts`` the runner's device
+        drafter writes the T = window - 1 drafts inside the step (same graph): tokens is [B, 1], the last emitted
+        tokens, and num_drafts is None. ``Sampling`` reads ``uniforms`` [B, 2T] (fp32, from the caller's seeded
+        generator) and ``temperature``; ``Prescribed`` reads ``prescribed``. Returns (num_accepted, tokens
+        produced) per row; nothing else comes back from the device."""
+        B, T = tokens.shape
+        if device_drafts:
+            if self.drafter is None:
+                raise ValueError("device_drafts needs a runner with a device drafter")
+            T = self.cfg.window
+            tokens = torch.cat([tokens, tokens.new_zeros(B, T - 1)], 1)
+            num_drafts = [T - 1] * B
+        kind = self._begin(slots, T)
+        Bg = _padded(B) if self.use_graphs else B
+        key = ("step", kind, Bg, T, type(rule), device_drafts)
+        if key not in self._graphs:
+            self._graphs[key] = self._build_step(kind, Bg, T, rule, device_drafts)
+        graph, io, out = self._graphs[key]
+        io.load(slots, tokens, num_drafts, prescribed, uniforms, temperature)
+        if graph is not None:
+            graph.replay()
+        else:
+            out = self._step_body(io, kind, T, rule, device_drafts)
+        res = io.fetch(out, B)
+        n = res[:, 0].tolist()
+        for s, k in zip(slots, n):
+            self._lens[s] += k
+        return n, [row[1 : 1 + k] for row, k in zip(res.tolist(), n)]
+
+    def _build_step(self, kind: StepKind, B: int, T: int, rule: Rule, device_drafts: bool):
+        io = StepIO.allocate(B, T, self.device)
+        if not self.use_graphs:
+            return None, io, None
+        io.load([], torch.zeros(0, T, dtype=torch.long), [], None, None, 1.0)  # padding rows only
+        g, out = capture(lambda: self._step_body(io, kind, T, rule, device_drafts), self._graph_pool)
+        return g, io, out
+
+    def _step_body(self, io: StepIO, kind: StepKind, T: int, rule: Rule, device_drafts: bool) -> torch.Tensor:
+        """Everything of one step on the device (graph-capturable): returns [B, T + 1] (accepted count, tokens).
+
+        The device drafter's hooks run here, inside the graph: ``propose`` writes the drafts before the
+        forward, ``observe`` sees the window's final hidden states, ``commit`` the accepted counts."""
+        slots = io.ints[:, 0].to(torch.int32)
+        B = slots.shape[0]
+        step = Step.build(kind, slots, T, self.kv)
+        window, num_drafts = io.ints[:, INT_COLS:], io.ints[:, 1]
+        if device_drafts:
+            window = torch.cat([window[:, :1], self.drafter.propose(step, window[:, 0])], 1)
+        hidden = self.model.hidden(window.reshape(-1), step, self.pool, self.kv)
+        if self.drafter is not None:
+            self.drafter.observe(step, window, hidden)
+        logits = self.model.lm_head(hidden).view(B, T, -1)
+        n, tokens = accept_device(rule, logits, window, num_drafts, uniforms=io.floats[:, : 2 * T],
+                                  temperature=io.floats[:, 2 * T], prescribed=io.ints[:, 2])  # fmt: skip
+        n = torch.where(slots >= 0, n, 1).to(torch.int32)
+        self.pool.commit(slots, n)
+        self.kv.commit(slots, n)
+        if self.drafter is not None:
+            self.drafter.commit(slots, n)
+        return torch.cat([n[:, None].long(), tokens], 1)
 
     def offload(self, slot: int) -> ParkedRequest:
         """Move a committed slot's state (GDN checkpoint, ring, cursors, conv; KV rows) to the CPU and free it."""
         s = self._slots([slot])
         parked = ParkedRequest(self.pool.offload(s), self.kv.gather(s))
-        self.pool.free(s)
+        self.free(slot)
         return parked
 
     def restore(self, parked: ParkedRequest) -> int:
         """A new slot holding ``parked``; it continues bit for bit where it stopped."""
         slot = self.pool.restore(parked.gdn)
         self.kv.scatter(slot, parked.kv)
+        self._lens[int(slot[0])] = int(parked.kv["lens"][0])
         return int(slot[0])
 
     def states_equal(self, slots: list[int]) -> bool:

@@ -6,9 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..ops.qk_norm_rope import qk_norm_rope
 from ..state.kv import KVCache
 from .config import ModelConfig
-from .layers import RMSNorm, apply_rope, rope_cos_sin
+from .layers import RMSNorm, apply_rope, fuse_linears, is_fused, rope_cos_sin
 from .step import Step, StepKind
 
 
@@ -25,36 +26,40 @@ class GatedAttention(nn.Module):
         self.nH, self.nKV, self.hd = nH, nKV, hd
         self.rotary_dim, self.theta = cfg.rotary_dim, cfg.rope_theta
         self.index = attn_index
+        self.eps = cfg.rms_norm_eps
+        self._qkv: torch.Tensor | None = None
+
+    def fuse_(self) -> None:
+        if self.q_proj.bias is None:
+            self._qkv = fuse_linears(self.q_proj, self.k_proj, self.v_proj)
 
     def forward(self, x: torch.Tensor, step: Step, kv: KVCache) -> torch.Tensor:
-        N = x.shape[0]
-        qg = self.q_proj(x).view(N, self.nH, 2 * self.hd)
-        q, gate = qg[..., : self.hd], qg[..., self.hd :].reshape(N, -1)
-        k = self.k_norm(self.k_proj(x).view(N, self.nKV, self.hd))
-        v = self.v_proj(x).view(N, self.nKV, self.hd)
+        N, nH, nKV, hd = x.shape[0], self.nH, self.nKV, self.hd
         cos, sin = rope_cos_sin(step.positions, self.rotary_dim, self.theta)
-        q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(k, cos, sin)
+        if is_fused(self._qkv, self.q_proj):  # one GEMM, then norm + rotary of q and k in one kernel each
+            qkv = F.linear(x, self._qkv)
+            qg = qkv[:, : 2 * nH * hd].view(N, nH, 2 * hd)
+            q, gate = qg[..., :hd], qg[..., hd:].reshape(N, -1)
+            k = qkv[:, 2 * nH * hd : (2 * nH + nKV) * hd].view(N, nKV, hd)
+            v = qkv[:, (2 * nH + nKV) * hd :].view(N, nKV, hd)
+            q = qk_norm_rope(q, self.q_norm.weight, cos, sin, eps=self.eps)
+            k = qk_norm_rope(k, self.k_norm.weight, cos, sin, eps=self.eps)
+        else:
+            qg = self.q_proj(x).view(N, nH, 2 * hd)
+            q, gate = qg[..., :hd], qg[..., hd:].reshape(N, -1)
+            k = self.k_norm(self.k_proj(x).view(N, nKV, hd))
+            v = self.v_proj(x).view(N, nKV, hd)
+            q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(k, cos, sin)
         B, T = step.B, step.T
-        q, k, v = (t.view(B, T, -1, self.hd) for t in (q, k, v))
-        ck, cv = kv.k[self.index], kv.v[self.index]
-        pos = step.start[:, None] + torch.arange(T, device=x.device)[None, :]  # [B, T]
-        ck[step.kv_rows[:, None], pos] = k
-        cv[step.kv_rows[:, None], pos] = v
-        prefill = step.kind is StepKind.PREFILL
-        if prefill:  # a fresh slot: attend to the prompt itself
-            keys, vals, L = k, v, T
-        elif step.contiguous:
-            keys, vals, L = ck[:B], cv[:B], kv.max_len
-        else:
-            keys, vals, L = ck[step.kv_rows], cv[step.kv_rows], kv.max_len
-        key_pos = torch.arange(L, device=x.device)
-        if prefill:
-            mask = key_pos[None, None, :] <= torch.arange(T, device=x.device)[None, :, None]
-        else:
-            mask = key_pos[None, None, :] <= pos[:, :, None]  # [B, T, L]: committed past + causal window
-        o = F.scaled_dot_product_attention(
-            q.transpose(1, 2), keys.transpose(1, 2), vals.transpose(1, 2), attn_mask=mask[:, None],
-            scale=self.hd**-0.5, enable_gqa=True,
-        )  # fmt: skip
-        o = o.transpose(1, 2).reshape(N, -1)
+        index = step.kv_index if step.kv_index is not None else kv.token_index(step.kv_rows, step.positions)
+        kv.write(self.index, k, v, index)
+        if step.kind is StepKind.PREFILL:  # a fresh slot: attend to the prompt itself
+            qq, kk, vv = (t.reshape(B, T, -1, hd).transpose(1, 2) for t in (q, k, v))
+            causal = torch.arange(T, device=x.device)
+            mask = causal[None, :] <= causal[:, None]
+            o = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask, scale=self.hd**-0.5, enable_gqa=True)
+            o = o.transpose(1, 2)
+        else:  # the committed past and the causal window, read page by page
+            o = kv.attend(self.index, q, step.kv_rows, step.start, T=T, scale=self.hd**-0.5)
+        o = o.reshape(N, -1)
         return self.o_proj(o * torch.sigmoid(gate))

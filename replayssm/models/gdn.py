@@ -10,13 +10,14 @@ from __future__ import annotations
 import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..ops import gdn_recurrent
 from ..ops.conv import causal_conv1d_prefill
 from ..state.backend import GDNStateBackend
 from .config import ModelConfig
-from .layers import RMSNormGated
+from .layers import RMSNormGated, fuse_linears, is_fused
 from .step import Step, StepKind
 
 try:  # optional GPU prefill path; always called by keyword (its positional order is a trap)
@@ -46,12 +47,21 @@ class GatedDeltaNet(nn.Module):
         self.out_proj = nn.Linear(HV * V, D, bias=False)
         self.H, self.HV, self.K, self.V, self.C = H, HV, K, V, C
         self.index = gdn_index
+        self._qkvz: torch.Tensor | None = None
+
+    def fuse_(self) -> None:
+        if not self.next_layout:  # q|k|v and z in one GEMM; conv and output norm read its slices in place
+            self._qkvz = fuse_linears(self.in_proj_qkv, self.in_proj_z)
 
     def _project(self, x: torch.Tensor):
         """x [N, D] -> mixed q|k|v [N, C] (conv input), z [N, HV, V], b, a [N, HV]."""
         N, H, HV, K, V = x.shape[0], self.H, self.HV, self.K, self.V
         if not self.next_layout:
-            return self.in_proj_qkv(x), self.in_proj_z(x).view(N, HV, V), self.in_proj_b(x), self.in_proj_a(x)
+            b, a = self.in_proj_b(x), self.in_proj_a(x)
+            if is_fused(self._qkvz, self.in_proj_qkv):
+                qkvz = F.linear(x, self._qkvz)
+                return qkvz[:, : self.C], qkvz[:, self.C :].view(N, HV, V), b, a
+            return self.in_proj_qkv(x), self.in_proj_z(x).view(N, HV, V), b, a
         r = HV // H
         p = self.in_proj_qkvz(x).view(N, H, 2 * K + 2 * r * V)
         q, k, v, z = torch.split(p, [K, K, r * V, r * V], dim=-1)

@@ -32,8 +32,9 @@ class DecoderLayer(nn.Module):
 
     def forward(self, h: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache) -> torch.Tensor:
         x = self.input_layernorm(h)
-        h = h + (self.linear_attn(x, step, pool) if self.is_gdn else self.self_attn(x, step, kv))
-        return h + self.mlp(self.post_attention_layernorm(h))
+        h, x = self.post_attention_layernorm.add(self.linear_attn(x, step, pool) if self.is_gdn else
+                                                 self.self_attn(x, step, kv), h)  # fmt: skip
+        return h + self.mlp(x)
 
 
 class _Body(nn.Module):
@@ -66,12 +67,23 @@ class HybridLM(nn.Module):
         if self.config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(self, ids: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache, *,
-                last_only: bool = False) -> torch.Tensor:  # fmt: skip
+    def fuse_projections(self) -> None:
+        """Run sibling projections as one GEMM each (attention q|k|v, MLP gate|up): their weights become views of
+        one tensor. Call it once the model is on its final device and dtype (the runner does); idempotent."""
+        for m in self.modules():
+            if m is not self and hasattr(m, "fuse_"):
+                m.fuse_()
+
+    def hidden(self, ids: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache) -> torch.Tensor:
+        """The final-norm hidden states [N, D] of the step's tokens (what the LM head and the MTP head read)."""
         h = self.model.embed_tokens(ids)
         for layer in self.model.layers:
             h = layer(h, step, pool, kv)
-        h = self.model.norm(h)
+        return self.model.norm(h)
+
+    def forward(self, ids: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache, *,
+                last_only: bool = False) -> torch.Tensor:  # fmt: skip
+        h = self.hidden(ids, step, pool, kv)
         if last_only:
             h = h[step.cu_seqlens[1:].long() - 1]
         return self.lm_head(h)
