@@ -21,7 +21,14 @@ def _cmd_demo(args) -> int:
         from .demo import print_model_demo, run_model_demo
 
         res = run_model_demo(max_new_tokens=args.max_new_tokens, device=args.device, window=args.window)
-        return 0 if print_model_demo(res, args.window) else 1
+        ok = print_model_demo(res, args.window)
+        if args.json:
+            import json
+            from pathlib import Path
+
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+        return 0 if ok else 1
     from .layer_demo import LayerDemoConfig, run_layer_demo
 
     cfg = LayerDemoConfig(steps=args.steps, batch=args.batch, window=args.window, ring_len=args.ring,
@@ -45,16 +52,21 @@ def _cmd_generate(args) -> int:
     import time
 
     from .engine.llm import LLM
+    from .models.loader import MTPUnavailableError
 
-    llm = LLM(args.model, backend=args.backend, window=args.window, device=args.device,
-              drafter="none" if args.window == 1 else "ngram", max_len=args.max_len)  # fmt: skip
+    try:
+        llm = LLM(args.model, backend=args.backend, window=args.window, device=args.device, drafter=args.drafter,
+                  max_len=args.max_len)  # fmt: skip
+    except MTPUnavailableError as e:
+        print(f"replayssm generate: --drafter mtp: {e}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     out = llm.generate([args.prompt], max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                        seed=args.seed)[0]  # fmt: skip
     dt = time.perf_counter() - t0
     print(args.prompt + (out.text if out.text is not None else " ".join(map(str, out.token_ids))))
     print(f"[{len(out.token_ids)} tokens in {dt:.2f} s ({len(out.token_ids) / dt:.1f} tokens/s), {out.steps} steps, "
-          f"mean accepted {out.mean_accepted:.2f}, backend {args.backend}]")  # fmt: skip
+          f"mean accepted {out.mean_accepted:.2f}, backend {args.backend}, drafter {llm.drafter}]")  # fmt: skip
     return 0
 
 
@@ -86,7 +98,7 @@ def _cmd_bench_e2e(args) -> int:
     cfg = E2EConfig(preset=args.preset, layers=args.layers, concurrency=tuple(args.concurrency),
                     prompt_len=args.prompt_len, steps=args.steps, window=args.window,
                     mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
-                    capacity_budget_gib=args.capacity_budget_gib)  # fmt: skip
+                    capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes))  # fmt: skip
     run_e2e(cfg, args.out, tag=args.tag)
     return 0
 
@@ -102,7 +114,8 @@ def _cmd_drift(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="replayssm", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("demo", help="the embedded model decoded plainly and speculatively on both backends")
+    d = sub.add_parser("demo", help="the embedded model decoded plainly and speculatively (n-gram and MTP drafts) on "
+                                    "both backends")  # fmt: skip
     d.add_argument("--layer", action="store_true", help="instead: simulate one GDN layer with random inputs")
     d.add_argument("--max-new-tokens", type=int, default=96)
     d.add_argument("--steps", type=int, default=300, help="--layer: speculative steps")
@@ -111,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--ring", type=int, default=16, help="--layer: ring length L (power of two, >= 2T)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    d.add_argument("--json", default=None, help="also write the results (tokens, accepted length per prompt) here")
     d.set_defaults(fn=_cmd_demo)
 
     gen = sub.add_parser("generate", help="generate text from a model folder")
@@ -118,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--backend", choices=["replay", "recurrent"], default="replay")
     gen.add_argument("--window", type=int, default=4, help="window length T (1 = plain decode)")
+    gen.add_argument("--drafter", choices=["auto", "mtp", "ngram", "none"], default="auto",
+                     help="draft with the model's MTP head, n-gram prompt lookup, or not at all (auto: MTP when the "
+                          "checkpoint has a head, else n-gram)")  # fmt: skip
     gen.add_argument("--max-new-tokens", type=int, default=128)
     gen.add_argument("--max-len", type=int, default=2048)
     gen.add_argument("--temperature", type=float, default=0.0)
@@ -150,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--capacity-context", type=int, default=1024, help="KV tokens per request for the capacity test")
     e.add_argument("--capacity-budget-gib", type=float, default=None, help="default: free memory after weights - 4 GiB")
     e.add_argument("--out", default="bench/results")
+    e.add_argument("--modes", nargs="+", choices=["plain", "recurrent", "replay", "replay-mtp"],
+                   default=["plain", "recurrent", "replay"],
+                   help="replay-mtp: ReplaySSM, drafting with a random MTP head inside the step")  # fmt: skip
     e.add_argument("--tag", default="e2e")
     e.set_defaults(fn=_cmd_bench_e2e)
 

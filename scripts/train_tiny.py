@@ -1,10 +1,12 @@
 """Train the tiny byte-level Qwen3.5-style hybrid (Gated DeltaNet + gated attention) model shipped in
 replayssm/assets/tiny, on CPU, from the Python standard library's own source files.
 
-Reproduce the shipped model (defaults are the values it was trained with):
+Reproduce the shipped model and its MTP head (defaults are the values they were trained with):
     python scripts/train_tiny.py --out replayssm/assets/tiny
+Train only the MTP head of the model already in a folder (main model frozen, unchanged):
+    python scripts/train_tiny.py --mtp-only --out replayssm/assets/tiny
 Quick smoke run (a few seconds):
-    python scripts/train_tiny.py --steps 3 --batch 2 --seq-len 64 --out /tmp/tiny_smoke
+    python scripts/train_tiny.py --steps 3 --batch 2 --seq-len 64 --mtp-steps 2 --out /tmp/tiny_smoke
 
 Needs torch, transformers (with Qwen3_5TextConfig), safetensors and tokenizers. The fast kernels (fla,
 causal_conv1d) are blocked so transformers takes its pure-torch Gated DeltaNet path on every machine.
@@ -38,6 +40,7 @@ from tiny_corpus import (  # noqa: E402
     build_tokenizer,
     check_tokenizer,
 )
+from tiny_mtp_train import add_mtp_args, train_mtp  # noqa: E402
 
 SAMPLE_PROMPTS = ("def ", "import os\n", "class ")
 
@@ -154,6 +157,7 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--save-dtype", choices=("bfloat16", "float32"), default="bfloat16")
     p.add_argument("--sample-tokens", type=int, default=200, help="greedy sample length in TRAINING.md (0: none)")
+    add_mtp_args(p)
     args = p.parse_args(argv)
     if args.warmup is None:
         args.warmup = min(100, args.steps // 10)
@@ -176,6 +180,9 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    command = "python scripts/train_tiny.py " + " ".join(shlex.quote(a) for a in argv_list)
+    if args.mtp_only:
+        return {"mtp": train_mtp(out, args, log=lambda m: print(m, flush=True), command=command)}
 
     # tokenizer
     tok = build_tokenizer()
@@ -260,7 +267,10 @@ def main(argv=None):
         out, args, argv_list, cfg, n_params, info, log, train_wall, total_wall, ema, final_train, val_loss, val_count,
         saved_val, samples, files, versions=(torch.__version__, transformers.__version__, tokenizers.__version__),
     )  # fmt: skip
-    return {"val_loss": val_loss, "saved_val_loss": saved_val, "train_loss_ema": ema, "params": n_params}
+    res = {"val_loss": val_loss, "saved_val_loss": saved_val, "train_loss_ema": ema, "params": n_params}
+    if args.mtp_steps > 0:
+        res["mtp"] = train_mtp(out, args, log=lambda m: print(m, flush=True), command=command)
+    return res
 
 
 def write_report(

@@ -3,25 +3,27 @@
 Modes, at each concurrency, same model and prompts: plain decode (no speculation), the recurrent
 baseline speculative engine, and the ReplaySSM speculative engine, both speculative ones at the same
 prescribed acceptance (``BenchmarkAcceptance``: the tokens are meaningless, the state traffic is
-real) so that the comparison isolates the state handling. Every step is a CUDA graph; times are
-wall-clock per engine iteration (host work included), measured with CUDA events.
+real) so that the comparison isolates the state handling. ``replay-mtp`` is the ReplaySSM engine
+drafting with a (random) MTP head inside the step, at the same prescribed acceptance: what counts
+there is the drafting's share of a step (``draft_ms``, timed alone as a CUDA graph). Every step is a
+CUDA graph; times are wall-clock per engine iteration (host work included), measured with CUDA events.
 """
 
 from __future__ import annotations
 
 import gc
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from ..engine.engine import Engine
 from ..engine.runner import ModelRunner, RunnerConfig
 from ..engine.spec import BenchmarkAcceptance
-from ..models.step import StepKind
+from ..models.step import Step, StepKind
 from .timing import capture, time_graph
 
-MODES = ("plain", "recurrent", "replay")
+MODES = ("plain", "recurrent", "replay", "replay-mtp")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class E2EConfig:
     capacity_context: int = 1024
     capacity_budget_gib: float | None = None
     seed: int = 0
+    modes: tuple[str, ...] = ("plain", "recurrent", "replay")
 
 
 def _free():
@@ -45,10 +48,19 @@ def _free():
 
 
 def _runner(model, mode, C, cfg: E2EConfig, max_len):
-    backend = "recurrent" if mode == "plain" else mode
+    backend = {"plain": "recurrent", "replay-mtp": "replay"}.get(mode, mode)
     window = 1 if mode == "plain" else cfg.window
     return ModelRunner(model, RunnerConfig(backend=backend, max_slots=C, max_len=max_len, window=window,
-                                           ring_len=cfg.ring_len, cuda_graphs=True, validate=False))  # fmt: skip
+                                           ring_len=cfg.ring_len, cuda_graphs=True, validate=False,
+                                           device_drafter="mtp" if mode == "replay-mtp" else None))  # fmt: skip
+
+
+def _draft_ms(runner: ModelRunner, C: int) -> float:
+    """The device drafter's work of one step (catch-up + T-1 drafts), alone, as a CUDA graph."""
+    slots = torch.arange(C, dtype=torch.int32, device=runner.device)
+    last = torch.zeros(C, dtype=torch.long, device=runner.device)
+    step = Step.build(StepKind.VERIFY, slots, runner.cfg.window, runner.kv, contiguous=True)
+    return time_graph(capture(lambda: runner.drafter.propose(step, last)), replays=5, trials=3) * 1e3
 
 
 def _phase_times(runner: ModelRunner, kind: StepKind, C: int, T: int, accept) -> dict:
@@ -84,7 +96,8 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts) -> dict:
     bench = None
     if mode != "plain":
         bench = BenchmarkAcceptance(cfg.mean_accepted, T, seed=cfg.seed, meaningless_outputs=True)
-    eng = Engine(runner, drafter="none" if mode == "plain" else "ngram", benchmark_acceptance=bench)
+    drafter = {"plain": "none", "replay-mtp": "mtp"}.get(mode, "ngram")
+    eng = Engine(runner, drafter=drafter, benchmark_acceptance=bench)
     for p in prompts[:C]:
         eng.add(p, max_new)
     torch.cuda.reset_peak_memory_stats()
@@ -114,7 +127,9 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts) -> dict:
     }  # fmt: skip
     full = torch.full((C,), T, dtype=torch.int32, device=runner.device)  # T = 1 for plain decode
     row.update(_phase_times(runner, StepKind.DECODE if mode == "plain" else StepKind.VERIFY, C, T, lambda: full))
-    row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"]
+    row["draft_ms"] = _draft_ms(runner, C) if runner.drafter is not None else 0.0
+    row["draft_share"] = row["draft_ms"] / row["step_ms_median"]
+    row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"] - row["draft_ms"]
     del eng, runner
     _free()
     return row
@@ -155,6 +170,8 @@ def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
     mc = preset_config(cfg.preset, cfg.layers)
     print(f"building {cfg.preset} ({mc.num_layers} layers: {len(mc.gdn_layers)} GDN + {len(mc.attention_layers)} "
           f"attention), random bf16 weights ...", flush=True)  # fmt: skip
+    if "replay-mtp" in cfg.modes:  # a random one-layer MTP head, drafting on the device
+        mc = replace(mc, mtp_num_hidden_layers=1)
     model = random_model(mc, seed=cfg.seed)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     g = torch.Generator().manual_seed(cfg.seed)
@@ -163,7 +180,7 @@ def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
     ]
     payload = {"env": env, "config": repr(cfg), "weights_bytes": weights, "rows": [], "capacity": {}}
     for C in cfg.concurrency:
-        for mode in MODES:
+        for mode in cfg.modes:
             print(f"[C={C:>3} {mode:>9}] ...", end=" ", flush=True)
             try:
                 row = run_mode(model, mode, C, cfg, prompts)
@@ -174,7 +191,7 @@ def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
             else:
                 print(f"{row['tokens_per_s']:9.1f} tok/s, step {row['step_ms_median']:.2f} ms, TPOT median "
                       f"{row['tpot_ms_median']:.2f} ms (GDN {row['gdn_state_ms']:.2f} + commit {row['commit_ms']:.2f}"
-                      f" + rest {row['rest_ms']:.2f} ms)", flush=True)  # fmt: skip
+                      f" + draft {row['draft_ms']:.2f} + rest {row['rest_ms']:.2f} ms)", flush=True)  # fmt: skip
             payload["rows"].append(row)
             write_json(out_dir / f"{tag}.json", payload)
     free, _ = torch.cuda.mem_get_info()
@@ -188,24 +205,27 @@ def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
     ok = [r for r in payload["rows"] if not r.get("oom")]
     by = {(r["mode"], r["C"]): r for r in ok}
     for r in ok:
-        if r["mode"] == "replay":
+        if r["mode"] in ("replay", "replay-mtp"):
             for other in ("recurrent", "plain"):
                 if (other, r["C"]) in by:
                     r[f"speedup_vs_{other}"] = r["tokens_per_s"] / by[(other, r["C"])]["tokens_per_s"]
     cols = [
         ("C", "C", "d"), ("mode", "mode", "s"), ("tokens_per_s", "tok/s", ".1f"), ("tpot_ms_median", "TPOT p50", ".2f"),
         ("tpot_ms_p90", "TPOT p90", ".2f"), ("gdn_state_ms", "GDN ms", ".2f"), ("commit_ms", "commit ms", ".2f"),
-        ("rest_ms", "rest ms", ".2f"), ("peak_gpu_bytes", "peak GB", ".3g"),
+        ("draft_ms", "draft ms", ".2f"), ("draft_share", "draft/step", ".3f"), ("rest_ms", "rest ms", ".2f"),
+        ("peak_gpu_bytes", "peak GB", ".3g"),
         ("speedup_vs_recurrent", "vs recur", ".2f"), ("speedup_vs_plain", "vs plain", ".2f"),
     ]  # fmt: skip
     for r in ok:
         r["peak_gpu_bytes"] = r["peak_gpu_bytes"] / 1e9
     payload["table"] = format_table(ok, cols)
     write_json(out_dir / f"{tag}.json", payload)
-    series = [("plain", "plain decode"), ("recurrent", "recurrent spec"), ("replay", "ReplaySSM spec")]
+    names = {"plain": "plain decode", "recurrent": "recurrent spec", "replay": "ReplaySSM spec",
+             "replay-mtp": "ReplaySSM spec, MTP drafts"}  # fmt: skip
+    series = [(m, names[m]) for m in cfg.modes]
     panels = []
     for key, title in (("tokens_per_s", "output tokens/s"), ("tpot_ms_median", "median TPOT (ms)")):
-        rows = [{"C": r["C"], **{m: r[key] for m in MODES if r["mode"] == m}} for r in ok]
+        rows = [{"C": r["C"], **{m: r[key] for m in cfg.modes if r["mode"] == m}} for r in ok]
         panels.append((title, rows, series))
     plot_lines(out_dir / f"{tag}.png", panels, "C", "", header(env))
     print(payload["table"], flush=True)

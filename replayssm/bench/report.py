@@ -15,14 +15,15 @@ COMMIT_ENV = "REPLAYSSM_COMMIT"
 
 
 def environment() -> dict:
-    """Versions, GPU, date and the commit (``git rev-parse``; where the checkout has no ``.git``, as on
-    the device machine, ``$REPLAYSSM_COMMIT``)."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent, timeout=5).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    commit = commit or os.environ.get(COMMIT_ENV, "")
+    """Versions, GPU, date and the commit: ``$REPLAYSSM_COMMIT`` when set (a copied checkout, as on the device
+    machine, may carry stale git metadata: seen there on 2026-11-30), else ``git rev-parse``."""
+    commit = os.environ.get(COMMIT_ENV, "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    cwd=Path(__file__).parent, timeout=5).stdout.strip()  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            commit = ""
     import triton
 
     from .. import __version__

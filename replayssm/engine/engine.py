@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .accept import Greedy, Prescribed, Sampling, sample_inverse_cdf
+from .drafter import HostDrafter
 from .runner import ModelRunner, ParkedRequest
 from .spec import BenchmarkAcceptance, NgramDrafter
 
@@ -37,18 +38,26 @@ class Request:
 
 
 class Engine:
-    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none", or
-    any object with ``propose(context: list[int], k: int) -> list[int]``."""
+    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none",
+    "mtp" (the runner's device drafter: ``RunnerConfig(device_drafter="mtp")``), "auto" (the runner's device
+    drafter if it has one, else n-gram), or a host drafter (``engine.drafter.HostDrafter``)."""
 
-    def __init__(self, runner: ModelRunner, *, drafter: str = "ngram", temperature: float = 0.0, seed: int = 0,
+    def __init__(self, runner: ModelRunner, *, drafter="ngram", temperature: float = 0.0, seed: int = 0,
                  eos_token_id: int | None = None, benchmark_acceptance: BenchmarkAcceptance | None = None):  # fmt: skip
-        if isinstance(drafter, str) and drafter not in ("ngram", "none"):
-            raise ValueError(f"drafter must be 'ngram', 'none' or an object with propose(), got {drafter!r}")
+        if isinstance(drafter, str) and drafter not in ("ngram", "none", "mtp", "auto"):
+            raise ValueError(f"drafter must be 'ngram', 'none', 'mtp', 'auto' or a HostDrafter, got {drafter!r}")
+        if not isinstance(drafter, str) and not isinstance(drafter, HostDrafter):
+            raise TypeError(f"a drafter object needs propose(context, k), got {type(drafter).__name__}")
+        if drafter == "mtp" and runner.drafter is None:
+            raise ValueError("drafter='mtp' needs a runner built with RunnerConfig(device_drafter='mtp')")
         if benchmark_acceptance is not None and not isinstance(benchmark_acceptance, BenchmarkAcceptance):
             raise TypeError("benchmark_acceptance must be a BenchmarkAcceptance")
+        if drafter == "auto":
+            drafter = "mtp" if runner.drafter is not None else "ngram"
         self.runner = runner
         self.window = runner.cfg.window if drafter != "none" else 1
-        self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter == "none" else drafter)
+        self.on_device = drafter == "mtp" and self.window > 1  # drafts written inside the runner's step
+        self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter in ("none", "mtp") else drafter)
         self.temperature, self.eos = temperature, eos_token_id
         self.gen = torch.Generator().manual_seed(seed)
         self.bench = benchmark_acceptance
@@ -105,12 +114,16 @@ class Engine:
         if not batch:
             return any(not r.done for r in self.requests)
         T = self.window
-        drafts = [self._drafts(r, T - 1) for r in batch]
-        tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
-                               zip(batch, drafts)], dtype=torch.long)  # fmt: skip
         rule, kw = self._rule(len(batch), T)
-        counts, produced = self.runner.step_and_commit([r.slot for r in batch], tokens, [len(d) for d in drafts],
-                                                       rule, **kw)  # fmt: skip
+        slots = [r.slot for r in batch]
+        if self.on_device:  # the runner's device drafter writes the drafts inside the step
+            last = torch.tensor([[r.generated[-1]] for r in batch], dtype=torch.long)
+            counts, produced = self.runner.step_and_commit(slots, last, None, rule, device_drafts=True, **kw)
+        else:
+            drafts = [self._drafts(r, T - 1) for r in batch]
+            tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
+                                   zip(batch, drafts)], dtype=torch.long)  # fmt: skip
+            counts, produced = self.runner.step_and_commit(slots, tokens, [len(d) for d in drafts], rule, **kw)
         for r, n, new in zip(batch, counts, produced):
             r.steps += 1
             r.accepted.append(n)
@@ -138,7 +151,8 @@ class Engine:
         return self.requests
 
     def preempt(self, r: Request) -> None:
-        """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV) to the CPU; free its slot."""
+        """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV, drafter) to the CPU; free
+        its slot."""
         if r.slot is None:
             raise ValueError(f"request {r.id} is not running")
         r.parked = self.runner.offload(r.slot)

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import torch
 
-from ..models.loader import load_model, load_tokenizer
+from ..models.loader import MTPUnavailableError, load_model, load_tokenizer
 from ..models.model import HybridLM
 from .engine import Engine
 from .runner import ModelRunner, RunnerConfig
+
+DRAFTERS = ("auto", "mtp", "ngram", "none")
 
 
 @dataclass
@@ -31,31 +33,41 @@ class LLM:
     ``model``: a folder (config.json, safetensors, optional tokenizer.json) or a ``HybridLM``.
     ``backend``: "replay" (checkpoint + ring, exact fold) or "recurrent" (per-token snapshots).
     ``window``: the window length T = last accepted token + T-1 drafts (1 = plain decode).
-    ``drafter``: "ngram" (prompt lookup) or "none". ``device``/``dtype`` default to CUDA/bf16 when a
-    GPU is present, else CPU/fp32. ``max_slots`` bounds concurrent requests, ``max_len`` their length.
-    ``shadow_backend``: run a second GDN state pool of that backend in lockstep (``runner.states_equal``).
+    ``drafter``: "mtp" (the model's MTP head, drafting on the device inside the step), "ngram" (prompt
+    lookup), "auto" (MTP when the checkpoint has an MTP head, else n-gram) or "none"; ``self.drafter``
+    says which one runs. ``device``/``dtype`` default to CUDA/bf16 when a GPU is present, else CPU/fp32.
+    ``max_slots`` bounds concurrent requests, ``max_len`` their length. ``shadow_backend``: run a second
+    GDN state pool of that backend in lockstep (``runner.states_equal``).
     """
 
     def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", window: int = 4,
-                 drafter: str = "ngram", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
+                 drafter: str = "auto", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
                  ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None):  # fmt: skip
+        if drafter not in DRAFTERS:
+            raise ValueError(f"drafter must be one of {DRAFTERS}, got {drafter!r}")
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
         self.tokenizer = None
         if isinstance(model, HybridLM):
+            if drafter == "mtp" and model.mtp is None:
+                raise MTPUnavailableError("drafter='mtp': the model has no MTP head (load_model(..., mtp=True))")
             self.model = model.to(device=device, dtype=dtype).eval()
         else:
-            self.model = load_model(model, dtype=dtype, device=device)
+            mtp = {"mtp": True, "auto": "auto"}.get(drafter, False) if window > 1 else False
+            self.model = load_model(model, dtype=dtype, device=device, mtp=mtp)
             if (Path(model) / "tokenizer.json").is_file():
                 self.tokenizer = load_tokenizer(model)
-        if drafter == "none":
-            window = 1
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
+        if drafter == "auto":
+            drafter = "mtp" if self.model.mtp is not None else "ngram"
+        if drafter == "none" or window == 1:
+            drafter, window = "none", 1
+        self.drafter = drafter
         self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
                                           ring_len=ring_len, cuda_graphs=cuda_graphs,
-                                          shadow_backend=shadow_backend)  # fmt: skip
-        self.drafter = drafter if window > 1 else "none"
+                                          shadow_backend=shadow_backend,
+                                          device_drafter="mtp" if drafter == "mtp" else None)  # fmt: skip
         self.runner = ModelRunner(self.model, self.runner_config)
 
     def encode(self, text: str) -> list[int]:

@@ -5,7 +5,9 @@ batch of slots, and commits the accepted counts to the GDN state and the KV cach
 is ``step_and_commit``: forward, acceptance (``engine.accept``) and commit run on the device as one CUDA graph
 (captured for a short list of batch sizes; the batch is padded with slot -1 rows up to the next size), and
 only the accepted counts and tokens come back. ``step`` + ``commit`` expose the logits in between (tests,
-studies).
+studies). A device drafter (``RunnerConfig(device_drafter="mtp")``, ``engine.drafter.DeviceDrafter``) drafts
+the window inside the step, in the same graph (``step_and_commit(..., device_drafts=True)``, or
+``draft_and_verify`` for the logits).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
 from .accept import Greedy, Rule, accept_device
 from .graphs import INT_COLS, StepIO, capture
+from .mtp import MTPDrafter
 
 GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 GREEDY = Greedy()
@@ -39,14 +42,16 @@ class RunnerConfig:
     shadow_backend: str | None = None  # a second pool fed the same inputs (LockstepPool), for bitwise checks
     kv_tokens: int | None = None  # paged KV memory shared by all slots, in tokens (None: max_len for every slot)
     page_size: int = 64  # KV cache page, in tokens
+    device_drafter: str | None = None  # "mtp": draft inside the step with the model's MTP head (window >= 2)
 
 
 @dataclass(frozen=True)
 class ParkedRequest:
-    """A preempted request's state on the CPU: its GDN slots and its KV cache rows."""
+    """A preempted request's state on the CPU: its GDN slots, its KV cache rows, its device drafter's state."""
 
     gdn: Parked
     kv: dict[str, torch.Tensor]
+    drafter: dict | None = None
 
 
 def _padded(n: int) -> int:
@@ -94,9 +99,11 @@ class ModelRunner:
                           dtype=self.dtype, device=self.device, page_size=cfg.page_size, num_pages=pages)  # fmt: skip
         self._lens = [0] * cfg.max_slots  # host mirror of kv.lens: pages are reserved from it, never read back
         model.fuse_projections()
-        # a device drafter (engine.drafter.DeviceDrafter, e.g. the MTP head): its propose/observe/commit run
-        # inside the captured step (``_step_body``)
-        self.drafter = None
+        self.drafter: MTPDrafter | None = None  # its propose/observe/commit run inside the step (``_forward``)
+        if cfg.device_drafter is not None:
+            if cfg.device_drafter != "mtp":
+                raise ValueError(f"device_drafter must be None or 'mtp', got {cfg.device_drafter!r}")
+            self.drafter = MTPDrafter(model, num_slots=cfg.max_slots, max_len=cfg.max_len, window=cfg.window)
         self._graphs: dict[tuple, tuple] = {}
         self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._in_flight: tuple[torch.Tensor, list[int]] | None = None  # slots on the device and the host
@@ -158,33 +165,54 @@ class ModelRunner:
     def step(self, slots: list[int], tokens: torch.Tensor) -> torch.Tensor:
         """One step for the rows ``slots``: tokens [B, T] long, T = 1 a plain decode, T > 1 a verify of the
         window. Returns logits [B, T, vocab] fp32. Nothing is advanced until ``commit``."""
-        B, T = tokens.shape
+        return self._run(slots, tokens, draft=False)[0]
+
+    @torch.no_grad()
+    def draft_and_verify(self, slots: list[int], last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One verify step whose T-1 drafts the device drafter writes inside the step. last: [B] long, each
+        row's last emitted token. Returns logits [B, T, vocab] fp32 and the verified window [B, T] long."""
+        if self.drafter is None:
+            raise ValueError("draft_and_verify needs a device drafter: RunnerConfig(device_drafter='mtp')")
+        return self._run(slots, last.reshape(-1, 1), draft=True)
+
+    def _forward(self, step: Step, window: torch.Tensor, draft: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The model on a step's window [B, T] (graph-capturable); with ``draft`` only its first column is read
+        and the device drafter writes the rest. Returns logits [B, T, vocab] (model dtype) and the window."""
+        if draft:
+            window = torch.cat([window[:, :1], self.drafter.propose(step, window[:, 0])], 1)
+        hidden = self.model.hidden(window.reshape(-1), step, self.pool, self.kv)
+        if self.drafter is not None:
+            self.drafter.observe(step, window, hidden)
+        return self.model.lm_head(hidden).view(step.B, step.T, -1), window
+
+    def _run(self, slots: list[int], tokens: torch.Tensor, draft: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        B = tokens.shape[0]
+        T = self.cfg.window if draft else tokens.shape[1]
         kind = self._begin(slots, T)
         if not self.use_graphs:
             s = self._slots(slots)
             step = Step.build(kind, s, T, self.kv, contiguous=slots == list(range(B)))
-            logits = self.model(tokens.reshape(-1).to(self.device), step, self.pool, self.kv)
+            logits, window = self._forward(step, tokens.to(self.device), draft)
             self._in_flight = (s, list(slots))
-            return logits.view(B, T, -1).float()
-        key = ("logits", kind, _padded(B), T)
+            return logits.float(), window
+        key = ("logits", kind, _padded(B), T, draft)
         if key not in self._graphs:
-            self._graphs[key] = self._capture_logits(kind, _padded(B), T)
-        graph, ids_buf, slots_buf, out = self._graphs[key]
+            self._graphs[key] = self._capture_logits(kind, _padded(B), T, draft)
+        graph, ids_buf, slots_buf, (logits, window) = self._graphs[key]
         ids_buf.zero_()
-        ids_buf[:B].copy_(tokens)
+        ids_buf[:B, : tokens.shape[1]].copy_(tokens)
         slots_buf.fill_(-1)
         slots_buf[:B].copy_(torch.tensor(slots, dtype=torch.int32))
         graph.replay()
         self._in_flight = (slots_buf[:B], list(slots))
-        return out[:B].float()
+        return logits[:B].float(), window[:B]
 
-    def _capture_logits(self, kind: StepKind, B: int, T: int):
+    def _capture_logits(self, kind: StepKind, B: int, T: int, draft: bool):
         ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
         slots_buf = torch.full((B,), -1, dtype=torch.int32, device=self.device)
 
         def run():
-            step = Step.build(kind, slots_buf, T, self.kv)
-            return self.model(ids_buf.view(-1), step, self.pool, self.kv).view(B, T, -1)
+            return self._forward(Step.build(kind, slots_buf, T, self.kv), ids_buf, draft)
 
         g, out = capture(run, self._graph_pool)  # warm-up on padding rows only: no state is touched
         return g, ids_buf, slots_buf, out
@@ -200,6 +228,8 @@ class ModelRunner:
         n = torch.tensor(num_accepted, dtype=torch.int32).to(self.device)
         self.pool.commit(slots, n)
         self.kv.commit(slots, n)
+        if self.drafter is not None:
+            self.drafter.commit(slots, n)
         for s, k in zip(ids, num_accepted):
             self._lens[s] += k
         self._in_flight = None
@@ -255,16 +285,9 @@ class ModelRunner:
         The device drafter's hooks run here, inside the graph: ``propose`` writes the drafts before the
         forward, ``observe`` sees the window's final hidden states, ``commit`` the accepted counts."""
         slots = io.ints[:, 0].to(torch.int32)
-        B = slots.shape[0]
         step = Step.build(kind, slots, T, self.kv)
-        window, num_drafts = io.ints[:, INT_COLS:], io.ints[:, 1]
-        if device_drafts:
-            window = torch.cat([window[:, :1], self.drafter.propose(step, window[:, 0])], 1)
-        hidden = self.model.hidden(window.reshape(-1), step, self.pool, self.kv)
-        if self.drafter is not None:
-            self.drafter.observe(step, window, hidden)
-        logits = self.model.lm_head(hidden).view(B, T, -1)
-        n, tokens = accept_device(rule, logits, window, num_drafts, uniforms=io.floats[:, : 2 * T],
+        logits, window = self._forward(step, io.ints[:, INT_COLS:], device_drafts)
+        n, tokens = accept_device(rule, logits, window, io.ints[:, 1], uniforms=io.floats[:, : 2 * T],
                                   temperature=io.floats[:, 2 * T], prescribed=io.ints[:, 2])  # fmt: skip
         n = torch.where(slots >= 0, n, 1).to(torch.int32)
         self.pool.commit(slots, n)
@@ -274,17 +297,23 @@ class ModelRunner:
         return torch.cat([n[:, None].long(), tokens], 1)
 
     def offload(self, slot: int) -> ParkedRequest:
-        """Move a committed slot's state (GDN checkpoint, ring, cursors, conv; KV rows) to the CPU and free it."""
+        """Move a committed slot's state (GDN checkpoint, ring, cursors, conv; KV rows; drafter state) to the CPU
+        and free it."""
         s = self._slots([slot])
-        parked = ParkedRequest(self.pool.offload(s), self.kv.gather(s))
+        drafter = self.drafter.park(s) if self.drafter is not None else None
+        parked = ParkedRequest(self.pool.offload(s), self.kv.gather(s), drafter)
         self.free(slot)
         return parked
 
     def restore(self, parked: ParkedRequest) -> int:
         """A new slot holding ``parked``; it continues bit for bit where it stopped."""
+        if (self.drafter is None) != (parked.drafter is None):
+            raise ValueError("parked with a different drafter setup than this runner's (device_drafter)")
         slot = self.pool.restore(parked.gdn)
         self.kv.scatter(slot, parked.kv)
         self._lens[int(slot[0])] = int(parked.kv["lens"][0])
+        if self.drafter is not None:
+            self.drafter.unpark(slot, parked.drafter)
         return int(slot[0])
 
     def states_equal(self, slots: list[int]) -> bool:

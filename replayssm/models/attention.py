@@ -33,9 +33,11 @@ class GatedAttention(nn.Module):
         if self.q_proj.bias is None:
             self._qkv = fuse_linears(self.q_proj, self.k_proj, self.v_proj)
 
-    def forward(self, x: torch.Tensor, step: Step, kv: KVCache) -> torch.Tensor:
+    def project(self, x: torch.Tensor, positions: torch.Tensor):
+        """x [N, D], positions [N] -> q [N, nH, hd], k [N, nKV, hd] (normed, rotated), v [N, nKV, hd] (may be a
+        strided view), gate [N, nH * hd]."""
         N, nH, nKV, hd = x.shape[0], self.nH, self.nKV, self.hd
-        cos, sin = rope_cos_sin(step.positions, self.rotary_dim, self.theta)
+        cos, sin = rope_cos_sin(positions, self.rotary_dim, self.theta)
         if is_fused(self._qkv, self.q_proj):  # one GEMM, then norm + rotary of q and k in one kernel each
             qkv = F.linear(x, self._qkv)
             qg = qkv[:, : 2 * nH * hd].view(N, nH, 2 * hd)
@@ -43,13 +45,20 @@ class GatedAttention(nn.Module):
             k = qkv[:, 2 * nH * hd : (2 * nH + nKV) * hd].view(N, nKV, hd)
             v = qkv[:, (2 * nH + nKV) * hd :].view(N, nKV, hd)
             q = qk_norm_rope(q, self.q_norm.weight, cos, sin, eps=self.eps)
-            k = qk_norm_rope(k, self.k_norm.weight, cos, sin, eps=self.eps)
-        else:
-            qg = self.q_proj(x).view(N, nH, 2 * hd)
-            q, gate = qg[..., :hd], qg[..., hd:].reshape(N, -1)
-            k = self.k_norm(self.k_proj(x).view(N, nKV, hd))
-            v = self.v_proj(x).view(N, nKV, hd)
-            q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(k, cos, sin)
+            return q, qk_norm_rope(k, self.k_norm.weight, cos, sin, eps=self.eps), v, gate
+        qg = self.q_proj(x).view(N, nH, 2 * hd)
+        q, gate = qg[..., :hd], qg[..., hd:].reshape(N, -1)
+        k = self.k_norm(self.k_proj(x).view(N, nKV, hd))
+        v = self.v_proj(x).view(N, nKV, hd)
+        return apply_rope(self.q_norm(q), cos, sin), apply_rope(k, cos, sin), v, gate
+
+    def output(self, o: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        """Attention output o [N, nH * hd] -> [N, D], gated per head."""
+        return self.o_proj(o * torch.sigmoid(gate))
+
+    def forward(self, x: torch.Tensor, step: Step, kv: KVCache) -> torch.Tensor:
+        N, hd = x.shape[0], self.hd
+        q, k, v, gate = self.project(x, step.positions)
         B, T = step.B, step.T
         index = step.kv_index if step.kv_index is not None else kv.token_index(step.kv_rows, step.positions)
         kv.write(self.index, k, v, index)
@@ -57,9 +66,8 @@ class GatedAttention(nn.Module):
             qq, kk, vv = (t.reshape(B, T, -1, hd).transpose(1, 2) for t in (q, k, v))
             causal = torch.arange(T, device=x.device)
             mask = causal[None, :] <= causal[:, None]
-            o = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask, scale=self.hd**-0.5, enable_gqa=True)
+            o = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask, scale=hd**-0.5, enable_gqa=True)
             o = o.transpose(1, 2)
         else:  # the committed past and the causal window, read page by page
-            o = kv.attend(self.index, q, step.kv_rows, step.start, T=T, scale=self.hd**-0.5)
-        o = o.reshape(N, -1)
-        return self.o_proj(o * torch.sigmoid(gate))
+            o = kv.attend(self.index, q, step.kv_rows, step.start, T=T, scale=hd**-0.5)
+        return self.output(o.reshape(N, -1), gate)

@@ -41,6 +41,7 @@ class ModelConfig:
     tie_word_embeddings: bool
     bos_token_id: int | None = None
     eos_token_id: int | None = None
+    mtp_num_hidden_layers: int = 0  # layers of the multi-token-prediction head (tensors mtp.*); 0 = none
 
     @property
     def num_layers(self) -> int:
@@ -109,6 +110,7 @@ class ModelConfig:
                 decoder_sparse_step=d.get("decoder_sparse_step", 1),
                 tie_word_embeddings=d.get("tie_word_embeddings", False), bos_token_id=d.get("bos_token_id"),
                 eos_token_id=eos[0] if isinstance(eos, list) else eos,
+                mtp_num_hidden_layers=d.get("mtp_num_hidden_layers", d.get("num_nextn_predict_layers", 0)),
             )  # fmt: skip
         except KeyError as e:
             raise ValueError(f"config.json lacks the field {e.args[0]!r}") from e

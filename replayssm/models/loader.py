@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -10,12 +11,17 @@ import torch
 from .config import ModelConfig
 from .model import HybridLM
 
-_IGNORED = (re.compile(r"^mtp\."), re.compile(r"^model\.visual\."))
+_IGNORED = (re.compile(r"^model\.visual\."),)
 _PER_EXPERT = re.compile(r"^(.+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+_MTP_LAYER = re.compile(r"^mtp\.layers\.(\d+)\.")
 
 
 class WeightError(ValueError):
     """The checkpoint's tensors do not match the model (missing, unexpected or mis-shaped)."""
+
+
+class MTPUnavailableError(ValueError):
+    """The MTP head was asked for, but the checkpoint has none that replayssm can run."""
 
 
 def _canonical(name: str) -> str | None:
@@ -85,14 +91,44 @@ def load_weights(model: HybridLM, tensors: dict[str, torch.Tensor]) -> None:
             params[n].copy_(tensors[n])
 
 
-def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32, device="cpu") -> HybridLM:
+def _mtp_config(cfg: ModelConfig, tensors: dict[str, torch.Tensor], mtp, folder: Path) -> ModelConfig:
+    """The config to build: with ``mtp_num_hidden_layers`` kept (MTP loaded) or 0 (``mtp.*`` dropped)."""
+    if mtp not in (True, False, "auto"):
+        raise ValueError(f"mtp must be True, False or 'auto', got {mtp!r}")
+    names = [n for n in tensors if n.startswith("mtp.")]
+    layers = cfg.mtp_num_hidden_layers
+    if names and layers == 0:  # config.json without the field: count the checkpoint's layers
+        layers = max((int(m.group(1)) + 1 for n in names if (m := _MTP_LAYER.match(n))), default=1)
+    problem = None
+    if not names:
+        problem = f"no mtp.* tensors in its safetensors (config mtp_num_hidden_layers={cfg.mtp_num_hidden_layers})"
+    elif layers != 1:
+        problem = f"{layers} MTP layers; replayssm runs MTP heads of exactly one layer"
+    if mtp is False or (mtp == "auto" and problem):
+        for n in names:
+            del tensors[n]
+        return replace(cfg, mtp_num_hidden_layers=0)
+    if problem:
+        raise MTPUnavailableError(f"{folder} has no usable MTP head: {problem}; use drafter='ngram' (or 'auto')")
+    return replace(cfg, mtp_num_hidden_layers=1)
+
+
+def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32, device="cpu", mtp=False) -> HybridLM:
+    """Build and load the model of a Hugging Face folder.
+
+    ``mtp``: False ignores the ``mtp.*`` tensors; True loads the MTP head (``MTPUnavailableError`` when the
+    checkpoint has none); "auto" loads it when the checkpoint has ``mtp.*`` tensors. A loaded head is
+    checked as strictly as the rest: every missing, unexpected or mis-shaped ``mtp.*`` tensor is named.
+    """
     folder = Path(path)
     cfg = ModelConfig.from_file(folder)
+    tensors = read_safetensors(folder)
+    cfg = _mtp_config(cfg, tensors, mtp, folder)
     with torch.device("meta"):
         model = HybridLM(cfg)
     model = model.to_empty(device="cpu")
     model.tie_weights()
-    load_weights(model, read_safetensors(folder))
+    load_weights(model, tensors)
     return model.to(device=device, dtype=dtype).eval()
 
 

@@ -15,11 +15,14 @@ from .step import Step
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig, i: int, mixer_index: int):
+    """Layer ``i`` of the model (its type and MLP kind from the config); ``layer_type`` overrides the type
+    (the MTP head's layer is full attention, with the MLP kind of layer 0)."""
+
+    def __init__(self, cfg: ModelConfig, i: int, mixer_index: int, *, layer_type: str | None = None):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.is_gdn = cfg.layer_types[i] == "linear_attention"
+        self.is_gdn = (layer_type or cfg.layer_types[i]) == "linear_attention"
         if self.is_gdn:
             self.linear_attn = GatedDeltaNet(cfg, mixer_index)
         else:
@@ -51,7 +54,9 @@ class HybridLM(nn.Module):
     """``forward(ids, step, pool, kv)`` -> logits [N, vocab] for the N = B*T tokens of a step.
 
     ``pool`` holds the per-request state of the model's GDN layers, ``kv`` that of its attention layers;
-    the model itself holds none. ``step.kind`` says what the pass is (prefill, verify or decode).
+    the model itself holds none. ``step.kind`` says what the pass is (prefill, verify or decode). ``mtp`` is
+    the multi-token-prediction head (``models.mtp.MTPHead``, tensors ``mtp.*``) when the config has one and
+    it was loaded, else None.
     """
 
     def __init__(self, cfg: ModelConfig):
@@ -59,6 +64,9 @@ class HybridLM(nn.Module):
         self.config = cfg
         self.model = _Body(cfg)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        from .mtp import MTPHead  # mtp.py builds its layer from DecoderLayer above
+
+        self.mtp = MTPHead(cfg) if cfg.mtp_num_hidden_layers else None
         self.tie_weights()
 
     def tie_weights(self) -> None:

@@ -9,11 +9,13 @@ from replayssm.engine.runner import ModelRunner, RunnerConfig
 
 
 def test_embedded_model_demo():
-    """Plain greedy decode, speculative decoding on both backends, and replay with a recurrent shadow (bf16)."""
+    """Plain greedy decode, n-gram and MTP speculative decoding on both backends, and replay with a recurrent
+    shadow (bf16)."""
     res = run_model_demo(device="cuda", max_new_tokens=128)
-    for name, b in res["backends"].items():
+    for name, b in res["runs"].items():
         assert b["same_tokens_as_plain"], name
-    assert res["backends"]["replay+recurrent-lockstep"]["bitwise_every_step"]
+    assert res["runs"]["replay+recurrent-lockstep/mtp"]["bitwise_every_step"]
+    assert res["runs"]["replay/mtp"]["mean_accepted"] > res["runs"]["replay/ngram"]["mean_accepted"]
 
 
 def test_27b_shaped_model_lockstep_bitwise():
