@@ -98,7 +98,8 @@ def _cmd_bench_e2e(args) -> int:
     cfg = E2EConfig(preset=args.preset, layers=args.layers, concurrency=tuple(args.concurrency),
                     prompt_len=args.prompt_len, steps=args.steps, window=args.window,
                     mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
-                    capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes))  # fmt: skip
+                    capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes), phases=not args.no_phases,
+                    peak=args.peak, peak_steps=args.peak_steps)  # fmt: skip
     run_e2e(cfg, args.out, tag=args.tag)
     return 0
 
@@ -156,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     add_kernel_parsers(bench)
 
     e = bench.add_parser("e2e", help="end-to-end decoding throughput, TPOT and capacity per backend (GPU)")
-    e.add_argument("--preset", default="qwen3.5-27b", help="dense preset from replayssm memory (random weights)")
+    e.add_argument(
+        "--preset", default="qwen3.5-27b", help="preset from replayssm memory, dense or MoE (random weights)"
+    )
     e.add_argument("--layers", type=int, default=None, help="keep only the first N layers (default: full depth)")
     e.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64, 128])
     e.add_argument("--prompt-len", type=int, default=128)
@@ -164,12 +167,19 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--window", type=int, default=4, help="window length T")
     e.add_argument("--mean-accepted", type=float, default=3.0, help="prescribed mean accepted length per step")
     e.add_argument("--ring", type=int, default=16)
-    e.add_argument("--capacity-context", type=int, default=1024, help="KV tokens per request for the capacity test")
+    e.add_argument("--capacity-context", type=int, default=1024, help="KV tokens per request in --peak")
     e.add_argument("--capacity-budget-gib", type=float, default=None, help="default: free memory after weights - 4 GiB")
     e.add_argument("--out", default="bench/results")
     e.add_argument("--modes", nargs="+", choices=["plain", "recurrent", "replay", "replay-mtp"],
                    default=["plain", "recurrent", "replay"],
                    help="replay-mtp: ReplaySSM, drafting with a random MTP head inside the step")  # fmt: skip
+    e.add_argument(
+        "--peak",
+        action="store_true",
+        help="also find each mode's best concurrency in the memory budget at --capacity-context tokens",
+    )
+    e.add_argument("--peak-steps", type=int, default=8, help="timed engine iterations per peak-mode point")
+    e.add_argument("--no-phases", action="store_true", help="skip timing the GDN state work alone (faster)")
     e.add_argument("--tag", default="e2e")
     e.set_defaults(fn=_cmd_bench_e2e)
 

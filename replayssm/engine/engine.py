@@ -99,12 +99,18 @@ class Engine:
             r.slot = None
 
     def _admit(self) -> None:
+        """Prefill every arrived request that a free slot can take, in one batched prefill."""
+        new = []
         for r in self.requests:
             if r.slot is None and not r.done and r.parked is None and r.arrival <= self.iteration and not r.generated:
                 if self.runner.num_free == 0:
-                    return
+                    break
                 r.slot = self.runner.alloc()
-                self._emit(r, [self._pick(self.runner.prefill(r.slot, r.prompt))])
+                new.append(r)
+        if new:
+            logits = self.runner.prefill([r.slot for r in new], [r.prompt for r in new])
+            for r, row in zip(new, logits):
+                self._emit(r, [self._pick(row)])
 
     def step(self) -> bool:
         """One engine iteration. Returns False when nothing is left to do."""

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
+from ..models.step import Step, StepKind
+from .accept import Rule, accept_device
+
 INT_COLS = 3  # slot, num_drafts, prescribed num_accepted; then the T window tokens
 
 
@@ -78,3 +81,41 @@ def capture(run, pool=None) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
     with torch.cuda.graph(g, pool=pool):
         out = run()
     return g, out
+
+
+class DeviceStep:
+    """One shape of the engine's step (kind, B rows, window T, acceptance rule, device drafts or not): its
+    buffers and, when the runner uses CUDA graphs, its graph (captured on padding rows, so nothing moves).
+    Without graphs the same body runs eagerly."""
+
+    def __init__(self, runner, kind: StepKind, B: int, T: int, rule: Rule, device_drafts: bool):
+        self.runner, self.kind, self.T, self.rule, self.device_drafts = runner, kind, T, rule, device_drafts
+        self.io = StepIO.allocate(B, T, runner.device)
+        self.graph = self.out = None
+        if runner.use_graphs:
+            self.io.load([], torch.zeros(0, T, dtype=torch.long), [], None, None, 1.0)
+            self.graph, self.out = capture(self._body, runner._graph_pool)
+
+    def run(self, slots, tokens, num_drafts, prescribed, uniforms, temperature) -> torch.Tensor:
+        """Load the rows, run, return [len(slots), T + 1] on the host: accepted count, then the tokens."""
+        self.io.load(slots, tokens, num_drafts, prescribed, uniforms, temperature)
+        if self.graph is None:
+            return self.io.fetch(self._body(), len(slots))
+        self.graph.replay()
+        return self.io.fetch(self.out, len(slots))
+
+    def _body(self) -> torch.Tensor:
+        """Everything of one step on the device (graph-capturable): forward (the device drafter's propose and
+        observe inside it), acceptance, commit of the GDN state, the KV cache and the drafter."""
+        r, io, T = self.runner, self.io, self.T
+        slots = io.ints[:, 0].to(torch.int32)
+        step = Step.build(self.kind, slots, T, r.kv)
+        logits, window = r._forward(step, io.ints[:, INT_COLS:], self.device_drafts)
+        n, tokens = accept_device(self.rule, logits, window, io.ints[:, 1], uniforms=io.floats[:, : 2 * T],
+                                  temperature=io.floats[:, 2 * T], prescribed=io.ints[:, 2])  # fmt: skip
+        n = torch.where(slots >= 0, n, 1).to(torch.int32)
+        r.pool.commit(slots, n)
+        r.kv.commit(slots, n)
+        if r.drafter is not None:
+            r.drafter.commit(slots, n)
+        return torch.cat([n[:, None].long(), tokens], 1)

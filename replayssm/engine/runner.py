@@ -22,12 +22,13 @@ from ..state import GDNStatePool, PoolConfig
 from ..state.backend import GDNStateBackend, Parked
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
-from .accept import Greedy, Rule, accept_device
-from .graphs import INT_COLS, StepIO, capture
+from .accept import Greedy, Rule
+from .graphs import DeviceStep, capture
 from .mtp import MTPDrafter
 
 GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 GREEDY = Greedy()
+PREFILL_TOKENS = 8192  # tokens of one prefill forward (prompts of one length are batched up to it)
 
 
 @dataclass(frozen=True)
@@ -140,19 +141,21 @@ class ModelRunner:
         self.kv.reserve(slot, [len(p) + self.cfg.window for p in ids])
         out = torch.empty(len(slot), self.model.config.vocab_size, dtype=torch.float32, device=self.device)
         for P in sorted({len(p) for p in ids}):
-            rows = [i for i, p in enumerate(ids) if len(p) == P]
-            slots = self._slots([slot[i] for i in rows])
-            t = torch.tensor([ids[i] for i in rows], dtype=torch.long, device=self.device).view(-1)
-            step = Step.build(StepKind.PREFILL, slots, P, self.kv)
-            hidden = self.model.hidden(t, step, self.pool, self.kv)  # [len(rows) * P, D]
-            if self.drafter is not None:
-                for j, i in enumerate(rows):
-                    self.drafter.prefill(slot[i], t[j * P : (j + 1) * P], hidden[j * P : (j + 1) * P])
-            self.kv.commit(slots, torch.full((len(rows),), P, dtype=torch.int32, device=self.device))
-            last = hidden.view(len(rows), P, -1)[:, -1]
-            out[torch.tensor(rows, device=self.device)] = self.model.lm_head(last).float()
-            for i in rows:
-                self._lens[slot[i]] = P
+            same = [i for i, p in enumerate(ids) if len(p) == P]
+            per = max(1, PREFILL_TOKENS // P)  # bounds the activations of one forward
+            for rows in (same[j : j + per] for j in range(0, len(same), per)):
+                slots = self._slots([slot[i] for i in rows])
+                t = torch.tensor([ids[i] for i in rows], dtype=torch.long, device=self.device).view(-1)
+                step = Step.build(StepKind.PREFILL, slots, P, self.kv)
+                hidden = self.model.hidden(t, step, self.pool, self.kv)  # [len(rows) * P, D]
+                if self.drafter is not None:
+                    for j, i in enumerate(rows):
+                        self.drafter.prefill(slot[i], t[j * P : (j + 1) * P], hidden[j * P : (j + 1) * P])
+                self.kv.commit(slots, torch.full((len(rows),), P, dtype=torch.int32, device=self.device))
+                last = hidden.view(len(rows), P, -1)[:, -1]
+                out[torch.tensor(rows, device=self.device)] = self.model.lm_head(last).float()
+                for i in rows:
+                    self._lens[slot[i]] = P
         return out
 
     def _begin(self, slots: list[int], T: int) -> StepKind:
@@ -258,43 +261,12 @@ class ModelRunner:
         Bg = _padded(B) if self.use_graphs else B
         key = ("step", kind, Bg, T, type(rule), device_drafts)
         if key not in self._graphs:
-            self._graphs[key] = self._build_step(kind, Bg, T, rule, device_drafts)
-        graph, io, out = self._graphs[key]
-        io.load(slots, tokens, num_drafts, prescribed, uniforms, temperature)
-        if graph is not None:
-            graph.replay()
-        else:
-            out = self._step_body(io, kind, T, rule, device_drafts)
-        res = io.fetch(out, B)
+            self._graphs[key] = DeviceStep(self, kind, Bg, T, rule, device_drafts)
+        res = self._graphs[key].run(slots, tokens, num_drafts, prescribed, uniforms, temperature)
         n = res[:, 0].tolist()
         for s, k in zip(slots, n):
             self._lens[s] += k
         return n, [row[1 : 1 + k] for row, k in zip(res.tolist(), n)]
-
-    def _build_step(self, kind: StepKind, B: int, T: int, rule: Rule, device_drafts: bool):
-        io = StepIO.allocate(B, T, self.device)
-        if not self.use_graphs:
-            return None, io, None
-        io.load([], torch.zeros(0, T, dtype=torch.long), [], None, None, 1.0)  # padding rows only
-        g, out = capture(lambda: self._step_body(io, kind, T, rule, device_drafts), self._graph_pool)
-        return g, io, out
-
-    def _step_body(self, io: StepIO, kind: StepKind, T: int, rule: Rule, device_drafts: bool) -> torch.Tensor:
-        """Everything of one step on the device (graph-capturable): returns [B, T + 1] (accepted count, tokens).
-
-        The device drafter's hooks run here, inside the graph: ``propose`` writes the drafts before the
-        forward, ``observe`` sees the window's final hidden states, ``commit`` the accepted counts."""
-        slots = io.ints[:, 0].to(torch.int32)
-        step = Step.build(kind, slots, T, self.kv)
-        logits, window = self._forward(step, io.ints[:, INT_COLS:], device_drafts)
-        n, tokens = accept_device(rule, logits, window, io.ints[:, 1], uniforms=io.floats[:, : 2 * T],
-                                  temperature=io.floats[:, 2 * T], prescribed=io.ints[:, 2])  # fmt: skip
-        n = torch.where(slots >= 0, n, 1).to(torch.int32)
-        self.pool.commit(slots, n)
-        self.kv.commit(slots, n)
-        if self.drafter is not None:
-            self.drafter.commit(slots, n)
-        return torch.cat([n[:, None].long(), tokens], 1)
 
     def offload(self, slot: int) -> ParkedRequest:
         """Move a committed slot's state (GDN checkpoint, ring, cursors, conv; KV rows; drafter state) to the CPU
@@ -324,3 +296,16 @@ class ModelRunner:
 
     def memory_report(self) -> dict[str, int]:
         return self.pool.memory_report()
+
+    def kv_len(self, slot: int) -> int:
+        """Committed KV length of ``slot`` (host mirror; nothing is read back)."""
+        return self._lens[slot]
+
+    def pad_kv(self, slots: list[int], n: int) -> None:
+        """FOR BENCHMARKS ONLY: the slots pretend to hold ``n`` more committed tokens, whose keys and values are
+        whatever their new pages hold. Memory and attention cost become those of a longer context without
+        prefilling it; what the model computes from then on is meaningless."""
+        self.kv.reserve(slots, [self._lens[s] + n + self.cfg.window for s in slots])
+        self.kv.lens[self._slots(slots).long()] += n
+        for s in slots:
+            self._lens[s] += n
