@@ -18,6 +18,7 @@ measured on the machine; the byte-model bound of replay over recurrent is the ra
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import asdict, dataclass
 
 import torch
@@ -115,7 +116,14 @@ def step_bytes(mb: ModelBytes, mc: ModelConfig, mode: str, C: int, T: int, conte
 
 
 def gemm_rate(device="cuda", dtype=torch.bfloat16, m: int = 4096, n: int = 8192, k: int = 8192) -> float:
-    """Achieved flops/s of a large GEMM in the model's dtype (the compute roof of the floor)."""
+    """Achieved flops/s of a large GEMM in the model's dtype (the compute roof of the floor); on the CPU (smoke
+    runs) a small fp32 one, timed by the wall clock."""
+    if torch.device(device).type != "cuda":
+        a = torch.randn(256, 256)
+        t0 = time.perf_counter()
+        for _ in range(10):
+            a @ a
+        return 2.0 * 256**3 * 10 / (time.perf_counter() - t0)
     a = torch.randn(m, k, device=device, dtype=dtype)
     b = torch.randn(k, n, device=device, dtype=dtype)
     for _ in range(3):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import statistics
+import time
 from dataclasses import dataclass, replace
 
 import torch
@@ -50,7 +51,30 @@ class E2EConfig:
 
 def _free():
     gc.collect()
-    torch.cuda.empty_cache()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+class _Clock:
+    """Milliseconds of one engine iteration: CUDA events on the GPU, the wall clock on the CPU (smoke runs)."""
+
+    def __init__(self, cuda: bool):
+        self.cuda = cuda
+        if cuda:
+            self.a, self.b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def start(self):
+        if self.cuda:
+            self.a.record()
+        else:
+            self.t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        if not self.cuda:
+            return (time.perf_counter() - self.t0) * 1e3
+        self.b.record()
+        self.b.synchronize()
+        return self.a.elapsed_time(self.b)
 
 
 def _runner(model, mode, C, cfg: E2EConfig, max_len, kv_tokens=None):
@@ -114,21 +138,21 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int 
     eng = Engine(runner, drafter=drafter, benchmark_acceptance=bench)
     for p in prompts[:C]:
         eng.add(p, max_new)
-    torch.cuda.reset_peak_memory_stats()
+    cuda = runner.device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     eng.step()  # prefill everybody (batched) + first step (captures the graph)
     if extra:
         runner.pad_kv([r.slot for r in eng.requests], extra)
     eng.step()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    clock = _Clock(cuda)
     step_ms, tpot, tokens, held = [], [], 0, []
     for _ in range(steps):
         before = [len(r.generated) for r in eng.requests]
         held.append(sum(runner.kv_len(r.slot) for r in eng.requests if r.slot is not None) / C)
-        start.record()
+        clock.start()
         eng.step()
-        end.record()
-        end.synchronize()
-        ms = start.elapsed_time(end)
+        ms = clock.stop()
         emitted = [len(r.generated) - b for r, b in zip(eng.requests, before)]
         step_ms.append(ms)
         tpot += [ms / n for n in emitted if n > 0]
@@ -138,11 +162,11 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int 
         "mode": mode, "C": C, "T": T, "steps": steps, "tokens": tokens, "context": statistics.mean(held),
         "tokens_per_s": tokens / (sum(step_ms) / 1e3), "step_ms_median": statistics.median(step_ms),
         "tpot_ms_median": statistics.median(tpot), "tpot_ms_p90": sorted(tpot)[int(0.9 * (len(tpot) - 1))],
-        "mean_accepted": tokens / (C * steps), "peak_gpu_bytes": torch.cuda.max_memory_allocated(),
+        "mean_accepted": tokens / (C * steps), "peak_gpu_bytes": torch.cuda.max_memory_allocated() if cuda else 0,
         "speculative_scratch_bytes": mem["speculative_scratch"], "ring_bytes": mem["rings"],
         "state_bytes": mem["total"], "kv_bytes": runner.kv.nbytes,
     }  # fmt: skip
-    if cfg.phases if phases is None else phases:
+    if cuda and (cfg.phases if phases is None else phases):
         full = torch.full((C,), T, dtype=torch.int32, device=runner.device)  # T = 1 for plain decode
         row.update(_phase_times(runner, StepKind.DECODE if mode == "plain" else StepKind.VERIFY, C, T, lambda: full))
         row["draft_ms"] = _draft_ms(runner, C) if runner.drafter is not None else 0.0
@@ -205,9 +229,10 @@ def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
           f"attention; {kind}), random bf16 weights ...", flush=True)  # fmt: skip
     if "replay-mtp" in cfg.modes:  # a random one-layer MTP head, drafting on the device
         mc = replace(mc, mtp_num_hidden_layers=1)
-    model = random_model(mc, seed=cfg.seed)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # the CPU: a smoke run of the harness
+    model = random_model(mc, seed=cfg.seed, device=dev, dtype=torch.bfloat16 if dev.type == "cuda" else torch.float32)
     model.fuse_projections()
-    machine = {"bandwidth": copy_bandwidth(), "gemm_rate": gemm_rate(), "model_bytes": ModelBytes.of(model)}
+    machine = {"bandwidth": copy_bandwidth(dev), "gemm_rate": gemm_rate(dev), "model_bytes": ModelBytes.of(model)}
     bw, rate, wb = machine["bandwidth"] / 1e12, machine["gemm_rate"] / 1e12, machine["model_bytes"].weights(1) / 1e9
     print(f"copy bandwidth {bw:.2f} TB/s, bf16 GEMM {rate:.0f} TFLOP/s, weights of a 1-token step {wb:.2f} GB",
           flush=True)  # fmt: skip
@@ -232,7 +257,7 @@ def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
             write_json(out_dir / f"{tag}.json", payload)
     compare(payload["rows"])
     if cfg.peak:
-        free, _ = torch.cuda.mem_get_info()
+        free = torch.cuda.mem_get_info()[0] if dev.type == "cuda" else 0
         budget = int(cfg.capacity_budget_gib * 2**30) if cfg.capacity_budget_gib else int(free - (4 << 30))
         payload["peak_budget_bytes"], payload["peak_context"] = budget, cfg.capacity_context
         payload["peak"] = run_peak(model, cfg, prompts, machine, budget)

@@ -17,14 +17,16 @@ from .e2e import E2EConfig, _free, _runner, describe, measure
 def max_concurrency(model, mode: str, cfg: E2EConfig, budget_bytes: int, context: int) -> int:
     """The most slots of ``mode`` whose GDN pool + paged KV cache (``context`` tokens each) allocate within
     ``budget_bytes``."""
-    base = torch.cuda.memory_allocated()
+    cuda = next(model.parameters()).is_cuda
+    base = torch.cuda.memory_allocated() if cuda else 0
     T = 1 if mode == "plain" else cfg.window
     max_len = context + T
 
     def fits(C):
         try:
             r = _runner(model, mode, C, cfg, max_len, kv_tokens=C * max_len)
-            ok = torch.cuda.memory_allocated() - base <= budget_bytes
+            used = torch.cuda.memory_allocated() - base if cuda else r.memory_report()["total"] + r.kv.nbytes
+            ok = used <= budget_bytes
             del r
         except torch.OutOfMemoryError:
             ok = False

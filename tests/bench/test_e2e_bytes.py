@@ -76,3 +76,36 @@ def test_ratios_tables_and_plot(tmp_path):
     assert "does not fit" in text and "best C" in text
     plot(tmp_path / "e2e.png", payload, ("plain", "recurrent", "replay"), "test")
     assert (tmp_path / "e2e.png").stat().st_size > 1000
+
+
+TINY = {"model_type": "qwen3_5_text", "num_hidden_layers": 4, "hidden_size": 64, "vocab_size": 256,
+        "linear_num_value_heads": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+        "linear_num_key_heads": 2, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4, "intermediate_size": 96}  # fmt: skip
+TINY_MOE = {**TINY, "model_type": "qwen3_5_moe_text", "num_experts": 4, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48}  # fmt: skip
+
+
+@pytest.mark.parametrize("config", [TINY, TINY_MOE], ids=["dense", "moe"])
+def test_e2e_harness_smoke_on_cpu(config, tmp_path, monkeypatch):
+    """The whole harness (rows, floors, ratios, the peak search with padded contexts, JSON and PNG) on a tiny
+    model on the CPU: the numbers mean nothing, but every code path of a GPU run executes."""
+    import json
+
+    from replayssm.bench import synthetic
+    from replayssm.bench.e2e import E2EConfig, run_e2e
+    from replayssm.models.config import ModelConfig
+
+    monkeypatch.setattr(synthetic, "preset_config", lambda name, layers: ModelConfig.from_dict(config))
+    cfg = E2EConfig(concurrency=(2,), prompt_len=8, steps=2, capacity_context=40, capacity_budget_gib=3e-4,
+                    peak=True, peak_steps=2)  # fmt: skip
+    payload = run_e2e(cfg, tmp_path, tag="smoke")
+    rows = payload["rows"]
+    assert [(r["C"], r["mode"]) for r in rows] == [(2, m) for m in ("plain", "recurrent", "replay")]
+    assert all("tokens_per_s" in r and r["floor_ms"] > 0 and r["x_floor"] > 0 for r in rows), rows
+    assert all("byte_bound_vs_recurrent" in r for r in rows if r["mode"] == "replay")
+    peak = payload["peak"]
+    assert all(peak[m]["max_concurrency"] >= 2 and peak[m]["best"] is not None for m in cfg.modes), peak
+    assert peak["replay"]["best"]["context"] > 30  # the rows really held the padded context
+    saved = json.loads((tmp_path / "smoke.json").read_text())
+    assert saved["peak_summary"] and (tmp_path / "smoke.png").stat().st_size > 1000
