@@ -28,6 +28,18 @@ class GatedAttention(nn.Module):
         self.index = attn_index
         self.eps = cfg.rms_norm_eps
         self._qkv: torch.Tensor | None = None
+        self.rope_cache: list | None = None  # shared by the model's attention layers: [positions, cos, sin]
+
+    def _rope(self, positions: torch.Tensor):
+        """cos, sin [N, rotary_dim] of ``positions``; computed once per step when the layers share a cache (the
+        same positions tensor reaches every layer of a step)."""
+        c = self.rope_cache
+        if c and c[0] is positions:
+            return c[1], c[2]
+        cos, sin = rope_cos_sin(positions, self.rotary_dim, self.theta)
+        if c is not None:
+            c[:] = [positions, cos, sin]
+        return cos, sin
 
     def fuse_(self) -> None:
         if self.q_proj.bias is None:
@@ -37,7 +49,7 @@ class GatedAttention(nn.Module):
         """x [N, D], positions [N] -> q [N, nH, hd], k [N, nKV, hd] (normed, rotated), v [N, nKV, hd] (may be a
         strided view), gate [N, nH * hd]."""
         N, nH, nKV, hd = x.shape[0], self.nH, self.nKV, self.hd
-        cos, sin = rope_cos_sin(positions, self.rotary_dim, self.theta)
+        cos, sin = self._rope(positions)
         if is_fused(self._qkv, self.q_proj):  # one GEMM, then norm + rotary of q and k in one kernel each
             qkv = F.linear(x, self._qkv)
             qg = qkv[:, : 2 * nH * hd].view(N, nH, 2 * hd)

@@ -87,9 +87,10 @@ class GatedDeltaNet(nn.Module):
             o, state = self._prefill_delta_rule(q, k, v, a, b, step)
             pool.write_prefill(self.index, step.slots, state, conv_state)
         else:
-            y = pool.conv_update(self.index, mixed, weight=weight, bias=None, slots=step.slots,
-                                 cu_seqlens=step.cu_seqlens)  # fmt: skip
-            q, k, v = self._split(y)
+            HK, N = self.H * self.K, x.shape[0]
+            q, k, v = pool.conv_update(self.index, mixed, weight=weight, bias=None, slots=step.slots,
+                                       cu_seqlens=step.cu_seqlens, split=(HK, HK, self.HV * self.V))  # fmt: skip
+            q, k, v = q.view(N, self.H, self.K), k.view(N, self.H, self.K), v.view(N, self.HV, self.V)
             fn = pool.decode if step.kind is StepKind.DECODE else pool.verify
             o = fn(self.index, q, k, v, a, b, **kw)
         return self.out_proj(self.norm(o, z).reshape(x.shape[0], -1))

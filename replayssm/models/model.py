@@ -47,6 +47,10 @@ class _Body(nn.Module):
         gdn = {i: n for n, i in enumerate(cfg.gdn_layers)}
         attn = {i: n for n, i in enumerate(cfg.attention_layers)}
         self.layers = nn.ModuleList(DecoderLayer(cfg, i, gdn.get(i, attn.get(i))) for i in range(cfg.num_layers))
+        rope_cache: list = []  # one cos/sin computation per step for all attention layers
+        for layer in self.layers:
+            if not layer.is_gdn:
+                layer.self_attn.rope_cache = rope_cache
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
 

@@ -15,8 +15,8 @@ import triton.language as tl
 
 
 @triton.jit
-def _conv_update_kernel(x, state, weight, bias, slots, cu, scratch, y, C, sx, HAS_BIAS: tl.constexpr,
-                        W: tl.constexpr, TMAX: tl.constexpr, BLOCK_C: tl.constexpr):  # fmt: skip
+def _conv_update_kernel(x, state, weight, bias, slots, cu, scratch, y, C, sx, N, S0, S1, HAS_BIAS: tl.constexpr,
+                        SPLIT: tl.constexpr, W: tl.constexpr, TMAX: tl.constexpr, BLOCK_C: tl.constexpr):  # fmt: skip
     b = tl.program_id(0)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     cm = c < C
@@ -43,20 +43,30 @@ def _conv_update_kernel(x, state, weight, bias, slots, cu, scratch, y, C, sx, HA
         if HAS_BIAS:
             acc += tl.load(bias + c, mask=cm, other=0.0).to(tl.float32)
         out = tl.where(live, acc / (1.0 + tl.exp(-acc)), 0.0)
-        tl.store(y + (st + t) * C + c, out.to(y.dtype.element_ty), mask=cm & (t < ln))
+        n = st + t
+        if SPLIT:  # three channel ranges, each its own contiguous [N, width] block of y
+            off = tl.where(c < S0, n * S0 + c, tl.where(c < S1, N * S0 + n * (S1 - S0) + c - S0,
+                                                           N * S1 + n * (C - S1) + c - S1))  # fmt: skip
+        else:
+            off = n * C + c
+        tl.store(y + off, out.to(y.dtype.element_ty), mask=cm & (t < ln))
 
 
-def conv_update_triton(x, conv_state, weight, bias, slots, cu_seqlens, scratch):
-    """The kernel behind ``causal_conv1d_update`` (same arguments, already checked there)."""
+def conv_update_triton(x, conv_state, weight, bias, slots, cu_seqlens, scratch, split=None):
+    """The kernel behind ``causal_conv1d_update`` (same arguments, already checked there). With ``split``
+    (three widths) the outputs are three contiguous [N, width] tensors written in place, no copy."""
     N, C = x.shape
     W = weight.shape[1]
     B = slots.shape[0]
-    y = torch.empty(N, C, dtype=x.dtype, device=x.device)
+    y = torch.empty(N * C, dtype=x.dtype, device=x.device)
+    S0, S1 = (split[0], split[0] + split[1]) if split else (0, 0)
+    out = (y[: N * S0].view(N, S0), y[N * S0 : N * S1].view(N, S1 - S0), y[N * S1 :].view(N, C - S1)) if split else (
+        y.view(N, C))  # fmt: skip
     if B == 0:
-        return y
+        return out
     block = min(1024, triton.next_power_of_2(C))
     grid = (B, triton.cdiv(C, block))
     _conv_update_kernel[grid](x, conv_state, weight.contiguous(), weight if bias is None else bias, slots, cu_seqlens,
-                              scratch, y, C, x.stride(0), HAS_BIAS=bias is not None, W=W,
-                              TMAX=scratch.shape[1] - (W - 1), BLOCK_C=block)  # fmt: skip
-    return y
+                              scratch, y, C, x.stride(0), N, S0, S1, HAS_BIAS=bias is not None, SPLIT=split is not None,
+                              W=W, TMAX=scratch.shape[1] - (W - 1), BLOCK_C=block)  # fmt: skip
+    return out

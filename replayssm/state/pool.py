@@ -122,12 +122,13 @@ class GDNStatePool:
         self.conv_state[layer, slots.long()] = conv_state.to(self.device)
 
     def conv_update(self, layer: int, x: Tensor, *, weight: Tensor, bias: Tensor | None, slots: Tensor,
-                    cu_seqlens: Tensor) -> Tensor:  # fmt: skip
-        """Causal conv1d + SiLU over the step's tokens x [N, C]; the conv state moves only at commit."""
+                    cu_seqlens: Tensor, split: tuple[int, int, int] | None = None):  # fmt: skip
+        """Causal conv1d + SiLU over the step's tokens x [N, C] -> [N, C], or three contiguous [N, width] parts
+        with ``split``; the conv state moves only at commit."""
         layer = self._layer(layer)
         self._ids(slots)
         scratch = self.conv_scratch[layer]
-        return causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch)
+        return causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch, split=split)
 
     def verify(self, layer: int, q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, *, A_log: Tensor,
                dt_bias: Tensor, slots: Tensor, cu_seqlens: Tensor, scale: float | None = None) -> Tensor:  # fmt: skip

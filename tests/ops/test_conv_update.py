@@ -29,3 +29,22 @@ def test_kernel_matches_reference(dtype, bias):
     assert (y[3] == 0).all()  # the padding row's output
     tol = 1e-5 if dtype == torch.float32 else 3 * 2**-7
     assert ((y.float() - y_ref.float()).abs() <= tol * (1 + y_ref.float().abs())).all()
+
+
+def test_split_outputs_are_the_channel_ranges():
+    """split=(a, b, c): three contiguous [N, width] tensors, the reference's y in three column ranges."""
+    g = torch.Generator().manual_seed(7)
+    C, W, T = 24, 4, 2
+    x = torch.randn(4, C, generator=g)
+    state = torch.randn(3, W - 1, C, generator=g)
+    weight = torch.randn(C, W, generator=g)
+    slots = torch.tensor([2, 0], dtype=torch.int32)
+    cu = torch.tensor([0, 2, 4], dtype=torch.int32)
+    scratch = torch.empty(2, W - 1 + T, C)
+    y = causal_conv1d_update(x, state, weight, None, slots, cu, scratch, impl="reference")
+    for impl in ("reference", "triton"):
+        parts = causal_conv1d_update(x, state, weight, None, slots, cu, scratch, impl=impl, split=(8, 8, 8))
+        assert all(p.is_contiguous() and p.shape == (4, 8) for p in parts)
+        assert (torch.cat(parts, 1) - y).abs().max() < 1e-5
+    with pytest.raises(ValueError, match="split must be three positive widths"):
+        causal_conv1d_update(x, state, weight, None, slots, cu, scratch, split=(8, 8))
