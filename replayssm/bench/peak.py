@@ -3,14 +3,16 @@ the best tokens/s among a few concurrencies up to that.
 
 A request holds ``context`` KV tokens (a paged cache sized for exactly that: the prompt, padding, and what the
 run generates) and its GDN state; what fits is what really allocates (``max_concurrency`` builds the runner).
-Throughput is then measured at the largest fitting concurrency and at half of it, and the better one is the
-backend's peak: more requests are not always faster once the step is compute-bound.
+Throughput is then measured at the largest fitting concurrency and at the largest CUDA-graph batch size below
+it (no padding rows), and the better one is the backend's peak: more requests are not always faster once the
+step is compute-bound.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..engine.runner import GRAPH_BATCH_SIZES
 from .e2e import E2EConfig, _free, _runner, describe, measure
 
 
@@ -50,7 +52,8 @@ def run_peak(model, cfg: E2EConfig, prompts, machine: dict, budget_bytes: int) -
         C_max = max_concurrency(model, mode, cfg, budget_bytes, ctx)
         print(f"[peak {mode:>10}] {C_max} requests of {ctx} tokens fit in {budget_bytes / 2**30:.1f} GiB", flush=True)
         rows = []
-        for C in sorted({C_max, C_max // 2} - {0}, reverse=True):
+        below = max((b for b in GRAPH_BATCH_SIZES if b < C_max), default=0)
+        for C in sorted({C_max, below} - {0}, reverse=True):
             print(f"[peak {mode:>10} C={C:>4}] ...", end=" ", flush=True)
             row = measure(model, mode, C, cfg, prompts(C), machine, context=ctx, steps=cfg.peak_steps, phases=False)
             print(describe(row), flush=True)
