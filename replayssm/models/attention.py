@@ -42,7 +42,7 @@ class GatedAttention(nn.Module):
         return cos, sin
 
     def fuse_(self) -> None:
-        if self.q_proj.bias is None:
+        if self.q_proj.bias is None and not is_fused(self._qkv, self.q_proj):
             self._qkv = fuse_linears(self.q_proj, self.k_proj, self.v_proj)
 
     def project(self, x: torch.Tensor, positions: torch.Tensor):

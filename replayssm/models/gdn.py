@@ -50,7 +50,8 @@ class GatedDeltaNet(nn.Module):
         self._qkvz: torch.Tensor | None = None
 
     def fuse_(self) -> None:
-        if not self.next_layout:  # q|k|v and z in one GEMM; conv and output norm read its slices in place
+        # q|k|v and z in one GEMM; the conv and the output norm read its slices in place
+        if not self.next_layout and not is_fused(self._qkvz, self.in_proj_qkv):
             self._qkvz = fuse_linears(self.in_proj_qkv, self.in_proj_z)
 
     def _project(self, x: torch.Tensor):

@@ -88,7 +88,8 @@ class MLP(nn.Module):
         self._gate_up: torch.Tensor | None = None
 
     def fuse_(self) -> None:
-        self._gate_up = fuse_linears(self.gate_proj, self.up_proj)
+        if not is_fused(self._gate_up, self.gate_proj):
+            self._gate_up = fuse_linears(self.gate_proj, self.up_proj)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if is_fused(self._gate_up, self.gate_proj):
