@@ -14,10 +14,6 @@ import pytest
 import torch
 
 HAS_CUDA = torch.cuda.is_available()
-if "OMP_NUM_THREADS" not in os.environ:
-    # The tests' tensors are tiny: with several CPU threads, each op's fork/join dominates, and on a loaded
-    # machine a 4x64 matmul can take 40 ms instead of 10 us. One thread keeps the suite fast everywhere.
-    torch.set_num_threads(1)
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 torch.set_num_threads(1)
