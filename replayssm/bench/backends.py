@@ -34,7 +34,7 @@ def peer_impl(version: str) -> str:
     return f"sglang-{version}"
 
 
-def backends_for(T: int, peers: dict, *, dot_precision: str = "tf32") -> list[Backend]:
+def backends_for(T: int, peers: dict) -> list[Backend]:
     """Ours first (the reference, then ReplaySSM), then per release in ``peers`` {version: kernels}:
     its recurrent verify and ReplaySSM verify (T >= 2), or its recurrent decode and ring decode (T = 1)."""
     from .peers.sglang import ROLES
@@ -42,7 +42,7 @@ def backends_for(T: int, peers: dict, *, dot_precision: str = "tf32") -> list[Ba
     ours_recurrent = RecurrentDecode.build if T == 1 else RecurrentStep.build
     out = [
         Backend(OURS, "recurrent", ours_recurrent, "reference"),
-        Backend(OURS, "replay", functools.partial(ReplayStep.build, dot_precision=dot_precision), "bitwise"),
+        Backend(OURS, "replay", ReplayStep.build, "bitwise"),
     ]
     for version, kernels in peers.items():
         roles = ROLES[version]

@@ -41,7 +41,6 @@ class KernelBenchConfig:
     rings: tuple[int, ...] = (16, 32)
     batches: tuple[int, ...] = (1, 8, 32, 64, 128, 256)
     dtype: torch.dtype = torch.bfloat16
-    dot_precision: str = "tf32"
     min_working_set: int = 256 << 20
     peers: tuple[str, ...] = ("0.5.16", "0.5.23")
     peers_root: str | None = None
@@ -70,7 +69,7 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
     out_dir = Path(out_dir)
     peers = load_peers(cfg) if peers is None else peers
     if backends is None:
-        backends = functools.partial(backends_for, peers=peers, dot_precision=cfg.dot_precision)
+        backends = functools.partial(backends_for, peers=peers)
     if timer is None:
         timer = GraphTimer(cfg.target_ms / 1e3) if torch.device(cfg.device).type == "cuda" else EagerTimer()
     env = environment()

@@ -23,7 +23,6 @@ def add_parsers(bench) -> None:
     k.add_argument("--rings", type=int, nargs="+", default=[16, 32], help="ring lengths L (those < 2T are skipped)")
     k.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64, 128, 256])
     k.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="activations (default bf16; fp32 on cpu)")
-    k.add_argument("--dot-precision", default="tf32", choices=["tf32", "tf32x3", "ieee"])
     k.add_argument("--peers", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to time, or 'none'")
     k.add_argument("--peers-dir", default=None, help=f"folder holding sglang-<version>/ (default {ROOT_HELP})")
     k.add_argument(
@@ -38,7 +37,7 @@ def add_parsers(bench) -> None:
         "--sweep",
         nargs="*",
         default=None,
-        help="replayssm tiles to time first: FOLDBVxWARPS[:BVxBKxSTAGESxWARPS] (e.g. 32x1:64x32x2x1)",
+        help="replayssm launch shapes to time first: WARPSxROWS[xSTAGES] (e.g. 2x2x2 4x1x3)",
     )
     k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
     k.add_argument("--out", default="bench/results", help="folder for the JSON and PNG")
@@ -83,7 +82,7 @@ def _config(args):
     peers = () if args.peers == ["none"] else tuple(args.peers)
     return KernelBenchConfig(
         geo=GDNShape(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), rings=tuple(args.rings),
-        batches=tuple(args.batches), dtype=dtype, dot_precision=args.dot_precision, peers=peers,
+        batches=tuple(args.batches), dtype=dtype, peers=peers,
         peers_root=args.peers_dir, device=args.device, target_ms=args.target_ms, max_seconds=args.max_seconds,
         min_working_set=(256 << 20) if args.device == "cuda" else 0,
     )  # fmt: skip
@@ -134,7 +133,7 @@ def _with_tiles(cfg, args, peers) -> dict:
             print(f"best bitwise tile: {tile}", flush=True)
     if not tile or tile == "best":
         return run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
-    with tiles(*parse_tile(tile)):
+    with tiles(parse_tile(tile)):
         payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
     payload["tile"] = tile
     return payload

@@ -175,9 +175,9 @@ class RecurrentDecode(RecurrentStep):
 class ReplayStep:
     """ReplaySSM: verify from checkpoint + ring for every layer, then one device-side cursor commit."""
 
-    def __init__(self, case: StepCase, *, dot_precision: str = "tf32"):
+    def __init__(self, case: StepCase):
         self.case, self.x, self.accept = case, case.inputs, case.accept
-        self.commit, self.dot_precision = True, dot_precision
+        self.commit = True
         geo, dev = case.geo, case.device
         self.checkpoint = case.state0.clone()
         self.cursors = RingCursors.allocate(case.num_slots, L=case.L, window=case.T, device=dev)
@@ -187,18 +187,19 @@ class ReplayStep:
         self.outputs = _outputs(case)
 
     @classmethod
-    def build(cls, case: StepCase, *, dot_precision: str = "tf32") -> ReplayStep:
-        return cls(case, dot_precision=dot_precision)
+    def build(cls, case: StepCase) -> ReplayStep:
+        return cls(case)
 
     def __call__(self) -> None:
         x = self.x
         for layer in range(self.case.layers):
             gdn_replay_verify(x["q"], x["k"], x["v"], x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"],
                               checkpoint=self.checkpoint[layer], ring=self.rings[layer], slots=x["slots"],
-                              cu_seqlens=x["cu_seqlens"], dot_precision=self.dot_precision,
-                              out=self.outputs[layer], validate=False)  # fmt: skip
+                              cu_seqlens=x["cu_seqlens"], out=self.outputs[layer], validate=False)  # fmt: skip
         if self.commit:
             ring_commit(self.cursors, x["slots"], self.accept(), validate=False)
+        else:  # a frozen step still ends its epoch, as a commit would, so a flushing row folds every time
+            self.cursors.epoch.add_(1)
 
     def committed(self, layer: int) -> torch.Tensor:
         slots = self.x["slots"]

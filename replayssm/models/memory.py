@@ -29,13 +29,13 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
         "state": shape.state_bytes,
         "conv_state": (W - 1) * C * act_bytes,
         "conv_scratch": (W - 1 + T) * C * act_bytes,
-        "ring": L * (H * K * act_bytes + HV * V * act_bytes + HV * 4 + HV * 4 + HV * V * u_bytes),
+        "ring": L * (H * K * 4 + HV * V * act_bytes + HV * 4 + HV * 4 + HV * V * u_bytes) + HV * max(1, V // 8) * 4,
         "snapshots": T * shape.state_bytes,
     }
     n = len(cfg.gdn_layers)
     kv = len(cfg.attention_layers) * 2 * max(1, cfg.num_kv_heads // tp) * cfg.head_dim * act_bytes * context
     common = n * (layer["state"] + layer["conv_state"] + layer["conv_scratch"]) + kv
-    per_request = {"recurrent": common + n * layer["snapshots"], "replay": common + n * layer["ring"] + 4 * 4}
+    per_request = {"recurrent": common + n * layer["snapshots"], "replay": common + n * layer["ring"] + 5 * 4}
     scratch = {"recurrent": n * layer["snapshots"], "replay": 0}
     out = {"model": name, "tp": tp, "T": T, "L": L, "gdn_layers": n, "H": H, "HV": HV, "K": K, "V": V,
            "conv_channels": C, "per_layer": layer, "kv_cache": kv, "per_request": per_request,
@@ -45,7 +45,7 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
         out["budget"] = budget_bytes
         out["requests_fit"] = fit
         out["speculative_scratch_total"] = {b: fit[b] * scratch[b] for b in fit}
-        out["ring_total"] = fit["replay"] * (n * layer["ring"] + 16)
+        out["ring_total"] = fit["replay"] * (n * layer["ring"] + 20)
     return out
 
 
@@ -56,7 +56,7 @@ def format_plan(p: dict) -> str:
         ("conv state ((W-1)*C*act)", lay["conv_state"], lay["conv_state"]),
         ("conv scratch ((W-1+T)*C*act)", lay["conv_scratch"], lay["conv_scratch"]),
         ("snapshots (T*HV*V*K*4)", lay["snapshots"], 0),
-        ("ring (L*(H*K*a + HV*V*a + 8*HV + HV*V*u))", 0, lay["ring"]),
+        ("ring (L*(4*H*K + HV*V*a + 8*HV + HV*V*u) + HV*V/2)", 0, lay["ring"]),
     ]
     w = 46
     heads = f"H={p['H']} HV={p['HV']} K={p['K']} V={p['V']}, conv channels C={p['conv_channels']}"
@@ -67,7 +67,7 @@ def format_plan(p: dict) -> str:
     ]
     lines += [f"  {name:<{w - 2}}{a:>16,}{b:>16,}" for name, a, b in rows]
     rec, rep = (p["per_request"][b] - p["kv_cache"] for b in ("recurrent", "replay"))
-    lines.append(f"{'per request, x ' + str(n) + ' layers (+16 B cursors, replay)':<{w}}{rec:>16,}{rep:>16,}")
+    lines.append(f"{'per request, x ' + str(n) + ' layers (+20 B cursors, replay)':<{w}}{rec:>16,}{rep:>16,}")
     if p["kv_cache"]:
         lines.append(f"{'  + full-attention KV cache':<{w}}{p['kv_cache']:>16,}{p['kv_cache']:>16,}")
     lines.append(

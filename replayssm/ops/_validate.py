@@ -7,6 +7,7 @@ run only when ``validate=True`` and are skipped automatically while a CUDA graph
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -117,3 +118,17 @@ def check_out(out, v: torch.Tensor) -> None:
     """Optional output buffer of the window ops: [N, HV, V] in v's dtype."""
     if out is not None:
         check_tensor("out", out, shape=tuple(v.shape), dtypes=(v.dtype,), device=v.device)
+
+
+def check_scale(scale, K: int) -> float:
+    """The query scale: None (K**-0.5) or a finite positive Python number; returned as a float.
+
+    Tensors are refused (a 0-d tensor would be read back on one path and captured on the other)."""
+    if scale is None:
+        return K**-0.5
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale must be a Python float or None, got {type(scale).__name__}")
+    scale = float(scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a finite positive number, got {scale}")
+    return scale

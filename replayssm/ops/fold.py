@@ -1,79 +1,78 @@
 """Closed-loop exact fold: replay a slot's committed ring records into its checkpoint.
 
-Every record is fed through ``_recurrent_update`` -- the very helper the baseline runs -- from the
-raw ``k, v`` and the stored ``g, beta`` (bitwise what the baseline computed), on the same tile
-shape and warp count (``launch_config``). The folded checkpoint is therefore bitwise the state the
-recurrent baseline holds after the same accepted tokens.
+Every record is fed through the pinned ``_update`` -- the very code the baseline runs -- from the
+normalised key ``k^`` the verify stored (bitwise the baseline's), the raw ``v`` and the stored
+``g, beta``. The folded checkpoint is therefore bitwise the state the recurrent baseline holds after
+the same accepted tokens. Blocks whose fold marker equals the slot's ``epoch`` were already folded
+by a verify of the step in flight: they are not folded again (``ring.py``).
 """
 
 from __future__ import annotations
 
 import torch
-import triton
-import triton.language as tl
+import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
-from ._common import _fold_records, launch_config, recurrent_update_reference, use_triton
+from . import launch
+from ._common import use_triton
+from ._gluon import gl, jit
+from ._pinned import MARK, _fold_records, update_reference
 from ._validate import check_slots, check_state, check_tensor, values_checkable
 from .cursors import ring_mark_folded
 from .ring import Ring
 
 
-@triton.jit
+@jit
 def _gdn_exact_fold_kernel(
-    checkpoint, out, slots, ring_k, ring_v, ring_g, ring_beta, write_pos, base, flush,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, L: tl.constexpr,
-    TO_OUT: tl.constexpr, ONLY_FLUSHING: tl.constexpr,
+    checkpoint, out, slots, ring_k, ring_v, ring_g, ring_beta, ring_folded, write_pos, base, epoch,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr,
+    BVP: tl.constexpr, TO_OUT: tl.constexpr, TILE: tl.constexpr,
 ):  # fmt: skip
-    i_v, i_hv, i_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    slot = tl.load(slots + i_b)
-    run = slot >= 0
-    if ONLY_FLUSHING:
-        run = run & (tl.load(flush + tl.maximum(slot, 0)) != 0)
-    if run:
+    i_v = gl.program_id(0)
+    i_hv = gl.program_id(1)
+    i_b = gl.program_id(2)
+    slot = gl.load(slots + i_b)
+    if slot >= 0:
         i_h = i_hv // (HV // H)
-        s64 = slot.to(tl.int64)
-        offs_v = i_v * BV + tl.arange(0, BV)
-        offs_k = tl.arange(0, K)
-        tile = (i_hv * V + offs_v[:, None]) * K + offs_k[None, :]
-        h = tl.load(checkpoint + s64 * HV * V * K + tile)
-        wp = tl.load(write_pos + slot)
-        bs = tl.load(base + slot)
+        s64 = slot.to(gl.int64)
+        wp = gl.load(write_pos + slot)
+        bs = gl.load(base + slot)
+        ep = gl.load(epoch + slot)
+        rows0 = i_v * BVP + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
+        cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
+        head = checkpoint + (s64 * HV + i_hv) * V * K
+        dst = out + (i_b.to(gl.int64) * HV + i_hv) * V * K
         rk = ring_k + (s64 * H + i_h) * L * K
         rv = ring_v + (s64 * HV + i_hv) * L * V
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
-        h = _fold_records(h, rk, rv, rg, rb, wp, bs, offs_k, offs_v, K, V, L)
-        if TO_OUT:
-            tl.store(out + i_b.to(tl.int64) * HV * V * K + tile, h)
-        else:
-            tl.store(checkpoint + s64 * HV * V * K + tile, h)
-
-
-def fold_flushing_rows(checkpoint, ring: Ring, slots: torch.Tensor) -> None:
-    """Fold, in place, the history of every row of ``slots`` whose ring says flush; cursors untouched.
-
-    The first launch of ``gdn_replay_verify`` on the GPU. Device-only (no host read of the flags).
-    """
-    H, L, K = ring.k.shape[1:]
-    HV, V = ring.v.shape[1], ring.v.shape[3]
-    BV, num_warps = launch_config(K, V)
-    c = ring.cursors
-    _gdn_exact_fold_kernel[(V // BV, HV, slots.shape[0])](
-        checkpoint, checkpoint, slots, ring.k, ring.v, ring.g, ring.beta, c.write_pos, c.base, c.flush,
-        H=H, HV=HV, K=K, V=V, BV=BV, L=L, TO_OUT=False, ONLY_FLUSHING=True, num_warps=num_warps,
-    )  # fmt: skip
+        marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
+        h_next = gl.load(head + gl.expand_dims(rows0, 1) * K + cols)
+        for sb in gl.static_range(BVP // BV):
+            rows = rows0 + sb * BV
+            tile = gl.expand_dims(rows, 1) * K + cols
+            h = h_next
+            if sb + 1 < BVP // BV:
+                h_next = gl.load(head + tile + BV * K)
+            mark = marks + (i_v * BVP + sb * BV) // MARK
+            if gl.load(mark) != ep:  # not folded yet in this epoch
+                h = _fold_records(h, rk, rv, rg, rb, wp, bs, rows, cols, K, V, L)
+                if not TO_OUT:
+                    gl.store(head + tile, h)
+                    m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
+                    gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
+            if TO_OUT:
+                gl.store(dst + tile, h)
 
 
 def fold_slot_reference(h: torch.Tensor, ring: Ring, slot: int, positions) -> torch.Tensor:
     """Replay the ring records at physical ``positions`` of ``slot`` onto h [HV, V, K]; returns the result.
 
-    Shared by the fold reference and the flush path of the verify reference.
-    """
+    Shared by the fold reference and the flush path of the verify reference."""
     H, HV = ring.k.shape[1], ring.v.shape[1]
     for p in positions:
-        k_j = ring.k[slot, :, p].float().repeat_interleave(HV // H, dim=0).contiguous()
+        khat = ring.k[slot, :, p].repeat_interleave(HV // H, dim=0).contiguous()
         v_j = ring.v[slot, :, p].float().contiguous()
-        h = recurrent_update_reference(h, k_j, v_j, ring.g[slot, :, p].contiguous(), ring.beta[slot, :, p].contiguous())
+        h = update_reference(h, khat, v_j, ring.g[slot, :, p].contiguous(), ring.beta[slot, :, p].contiguous())
     return h
 
 
@@ -83,16 +82,27 @@ def history_positions(ring: Ring, slot: int) -> list[int]:
     return [(bs + j) & (ring.L - 1) for j in range(wp)]
 
 
+def folded_this_epoch(ring: Ring, slot: int) -> bool:
+    """True when a verify of the step in flight already folded ``slot``'s history (its markers say so)."""
+    return bool((ring.folded[slot] == ring.cursors.epoch[slot]).all())
+
+
 def gdn_exact_fold_reference(checkpoint, ring, slots, *, out=None, empty_history=True):
     """PyTorch reference of ``gdn_exact_fold`` (same signature and effects)."""
     for i, slot in enumerate(slots.tolist()):
         if slot < 0:
             continue
-        h = fold_slot_reference(checkpoint[slot], ring, slot, history_positions(ring, slot))
+        done = folded_this_epoch(ring, slot)
+        h = (
+            checkpoint[slot]
+            if done
+            else fold_slot_reference(checkpoint[slot], ring, slot, history_positions(ring, slot))
+        )
         if out is not None:
             out[i] = h
         else:
             checkpoint[slot] = h
+            ring.folded[slot] = ring.cursors.epoch[slot]
     if out is None and empty_history:
         ring_mark_folded(ring, slots, validate=False, impl="reference")
     return out if out is not None else checkpoint
@@ -127,23 +137,25 @@ def gdn_exact_fold(
     """Fold every committed record of ``slots`` into their checkpoints, bitwise like the baseline.
 
     checkpoint: [S, HV, V, K] fp32; ring: this layer's ``Ring``; slots: [B] int32 (-1 skipped).
-    Default: mutates ``checkpoint[slots]`` and, with ``empty_history=True``, the shared cursors
-    (``ring_mark_folded``: history emptied). Several layers sharing one set of cursors: pass
-    ``empty_history=False`` for each and call ``ring_mark_folded`` once after the last layer.
-    With ``out`` ([B, HV, V, K] fp32) the folded states go to ``out[i]`` and nothing else is
-    touched: the committed state, materialised without mutation. Returns ``out`` or ``checkpoint``.
+    Default: mutates ``checkpoint[slots]``, marks the blocks folded, and with ``empty_history=True``
+    empties the history in the shared cursors (``ring_mark_folded``). Several layers sharing one set
+    of cursors: pass ``empty_history=False`` for each and call ``ring_mark_folded`` once after the
+    last layer. With ``out`` ([B, HV, V, K] fp32) the folded states go to ``out[i]`` and nothing else
+    is touched: the committed state, materialised without mutation. A slot whose history a verify of
+    the step in flight already folded is not folded twice. Returns ``out`` or ``checkpoint``.
     """
     H, HV, K, V = _check(checkpoint, ring, slots, out, validate)
-    if not use_triton(impl, checkpoint):
+    use = use_triton(impl, checkpoint)
+    if not use:
         return gdn_exact_fold_reference(checkpoint, ring, slots, out=out, empty_history=empty_history)
     B = slots.shape[0]
     if B:
-        BV, num_warps = launch_config(K, V)
+        ln = launch.resolve("fold", V, B * HV, checkpoint.device)
         c = ring.cursors
-        _gdn_exact_fold_kernel[(V // BV, HV, B)](
-            checkpoint, out if out is not None else checkpoint, slots, ring.k, ring.v, ring.g, ring.beta,
-            c.write_pos, c.base, c.flush, H=H, HV=HV, K=K, V=V, BV=BV, L=ring.L, TO_OUT=out is not None,
-            ONLY_FLUSHING=False, num_warps=num_warps,
+        _gdn_exact_fold_kernel[(ln.programs_per_head, HV, B)](
+            checkpoint, out if out is not None else checkpoint, slots, ring.k, ring.v, ring.g, ring.beta, ring.folded,
+            c.write_pos, c.base, c.epoch, H, HV, K, V, ring.L, ln.rows, ln.rows_per_program, out is not None,
+            ln.layout, num_warps=ln.num_warps,
         )  # fmt: skip
     if out is None and empty_history:
         ring_mark_folded(ring, slots, validate=False, impl="triton")

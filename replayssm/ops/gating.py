@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import torch
 import triton
-import triton.language as tl
+import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
-from ._common import _gating, gating_reference, use_triton
+from ._common import use_triton
+from ._gluon import gl, jit
+from ._pinned import _gating, gating_reference
 from ._validate import ACT_DTYPES, check_tensor
 
 
-@triton.jit
-def _gdn_gating_kernel(a, b, A_log, dt_bias, g, beta, N, HV: tl.constexpr, BHV: tl.constexpr):
-    i_t = tl.program_id(0)
-    offs = tl.arange(0, BHV)
+@jit
+def _gdn_gating_kernel(a, b, A_log, dt_bias, g, beta, HV: tl.constexpr, BHV: tl.constexpr, LAYOUT: tl.constexpr):
+    i_t = gl.program_id(0)
+    offs = gl.arange(0, BHV, layout=LAYOUT)
     mask = offs < HV
-    p = i_t.to(tl.int64) * HV + offs
-    a_t = tl.load(a + p, mask=mask, other=0.0).to(tl.float32)
-    b_t = tl.load(b + p, mask=mask, other=0.0).to(tl.float32)
-    A = tl.load(A_log + offs, mask=mask, other=0.0).to(tl.float32)
-    dtb = tl.load(dt_bias + offs, mask=mask, other=0.0).to(tl.float32)
+    p = i_t.to(gl.int64) * HV + offs
+    a_t = gl.load(a + p, mask=mask, other=0.0).to(gl.float32)
+    b_t = gl.load(b + p, mask=mask, other=0.0).to(gl.float32)
+    A = gl.load(A_log + offs, mask=mask, other=0.0).to(gl.float32)
+    dtb = gl.load(dt_bias + offs, mask=mask, other=0.0).to(gl.float32)
     g_t, beta_t = _gating(a_t, b_t, A, dtb)
-    tl.store(g + p, g_t, mask=mask)
-    tl.store(beta + p, beta_t, mask=mask)
+    gl.store(g + p, g_t, mask=mask)
+    gl.store(beta + p, beta_t, mask=mask)
 
 
 def _check(a, b, A_log, dt_bias):
@@ -51,5 +53,7 @@ def gdn_gating(a: torch.Tensor, b: torch.Tensor, *, A_log: torch.Tensor, dt_bias
     g = torch.empty(N, HV, dtype=torch.float32, device=a.device)
     beta = torch.empty_like(g)
     if N > 0:
-        _gdn_gating_kernel[(N,)](a, b, A_log, dt_bias, g, beta, N, HV=HV, BHV=triton.next_power_of_2(HV))
+        BHV = max(32, triton.next_power_of_2(HV))
+        layout = gl.BlockedLayout([BHV // 32], [32], [1], [0])
+        _gdn_gating_kernel[(N,)](a, b, A_log, dt_bias, g, beta, HV, BHV, layout, num_warps=1)
     return g, beta

@@ -1,22 +1,25 @@
-"""The per-slot circular ring of raw per-token inputs, and its cursors (DESIGN §3).
+"""The per-slot circular ring of per-token inputs, and its cursors (docs/design.md, "ring protocol").
 
-What one layer's ring stores per slot and logical position (five buffers, SGLang's port keeps six):
+What one layer's ring stores per slot and logical position:
 
-- ``k``    [S, H, L, K]  raw key, activation dtype (one per *key* head, shared by its value heads)
+- ``k``    [S, H, L, K]  normalised key ``k^``, fp32 (one per *key* head, shared by its value heads);
+  bitwise the key the baseline normalises itself, so the fold never normalises again
 - ``v``    [S, HV, L, V] raw value, activation dtype
 - ``g``    [S, HV, L]    fp32 log-decay, bitwise what the baseline computes from ``a``
 - ``beta`` [S, HV, L]    fp32 write strength, bitwise what the baseline computes from ``b``
 - ``u``    [S, HV, L, V] update vector of the window transform (``u_dtype``, default the activation
   dtype); only the *outputs* read it, so its rounding never reaches the checkpoint.
 
-The exact fold replays ``k, v, g, beta`` through the baseline's own update, so the folded checkpoint
-is bitwise the baseline's state; ``u`` and ``k`` give the verify step ``S_prev q`` without ever
-materialising ``S_prev``.
+plus ``folded`` [S, HV, V // 8] int32, per 8-row block of every head: the ``epoch`` in which that
+block's history was folded into the checkpoint. A verify that folds a flushing slot marks its blocks;
+a second verify or fold of the same uncommitted step sees the mark and does not fold again, so a
+retry is harmless and nothing has to be read back to the host (CUDA-graph safe).
 
 Cursors are per slot and shared by all GDN layers (``RingCursors``): ``write_pos`` committed,
 unfolded records; ``base`` the rotating origin (physical index of logical ``i`` is
 ``(base + i) & (L - 1)``); ``flush`` fold at the next verify; ``pending`` the length of the window
-written by the last verify and not yet committed (0 = nothing pending).
+written by the last verify and not yet committed (0 = nothing pending); ``epoch`` a per-slot
+counter that every commit, fold-reset and reset advances.
 """
 
 from __future__ import annotations
@@ -27,58 +30,132 @@ import torch
 
 from ._validate import ACT_DTYPES
 
+MARK_ROWS = 8  # rows per fold marker; equals _pinned.MARK_ROWS (the smallest tile a kernel loads)
+
 
 @dataclass(frozen=True)
 class RingCursors:
-    """Per-slot cursors, int32 [S] each, shared by every layer's ``Ring``."""
+    """Per-slot cursors, int32 [S] each, shared by every layer's ``Ring``. ``window`` is T, the longest
+    window a step may verify; ``L`` the ring length (a power of two >= 2 * window)."""
 
     write_pos: torch.Tensor
     base: torch.Tensor
     flush: torch.Tensor
     pending: torch.Tensor
+    epoch: torch.Tensor
     L: int
     window: int
+
+    def __post_init__(self):
+        check_ring_geometry(self.L, self.window)
+        first = self.write_pos
+        for name in ("write_pos", "base", "flush", "pending", "epoch"):
+            t = getattr(self, name)
+            if not isinstance(t, torch.Tensor) or t.dtype != torch.int32 or t.dim() != 1:
+                raise TypeError(f"RingCursors.{name} must be a 1-D int32 tensor, got {t!r:.60}")
+            if t.shape != first.shape or t.device != first.device:
+                raise ValueError(f"RingCursors.{name} must have shape {tuple(first.shape)} on {first.device}, "
+                                 f"got {tuple(t.shape)} on {t.device}")  # fmt: skip
+            if not t.is_contiguous():
+                raise ValueError(f"RingCursors.{name} must be contiguous")
+        if first.shape[0] < 1:
+            raise ValueError("RingCursors need at least one slot")
 
     @property
     def num_slots(self) -> int:
         return self.write_pos.shape[0]
 
+    @property
+    def device(self) -> torch.device:
+        return self.write_pos.device
+
     def clone(self) -> RingCursors:
-        """An independent copy (the cursors of parked slots or of a what-if run)."""
+        """An independent copy (the cursors of a parked slot or a what-if run)."""
         return RingCursors(self.write_pos.clone(), self.base.clone(), self.flush.clone(), self.pending.clone(),
-                           self.L, self.window)  # fmt: skip
+                           self.epoch.clone(), self.L, self.window)  # fmt: skip
 
     @classmethod
     def allocate(cls, num_slots: int, *, L: int, window: int, device=None) -> RingCursors:
         check_ring_geometry(L, window)
-        if not isinstance(num_slots, int) or num_slots < 1:
+        if not isinstance(num_slots, int) or isinstance(num_slots, bool) or num_slots < 1:
             raise ValueError(f"num_slots must be a positive int, got {num_slots!r}")
 
         def z():
             return torch.zeros(num_slots, dtype=torch.int32, device=device)
 
-        return cls(z(), z(), z(), z(), L, window)
+        return cls(z(), z(), z(), z(), z(), L, window)
+
+
+def ring_length_for(window: int, at_least: int = 16) -> int:
+    """The ring length a pool uses for windows of ``window`` tokens: the smallest power of two that is
+    >= 2 * window and >= ``at_least`` (itself rounded up to a power of two)."""
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise ValueError(f"window must be an int >= 1, got {window!r}")
+    L = 2
+    while L < max(2 * window, at_least):
+        L *= 2
+    return L
 
 
 def check_ring_geometry(L: int, window: int) -> None:
-    if not isinstance(window, int) or window < 1:
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
         raise ValueError(f"window must be an int >= 1, got {window!r}")
-    if not isinstance(L, int) or L < 2 or L & (L - 1):
-        raise ValueError(f"ring length L must be a power of two, got {L!r}")
+    if not isinstance(L, int) or isinstance(L, bool) or L < 2 or L & (L - 1):
+        raise ValueError(f"ring length L must be a power of two >= 2, got {L!r}")
     if L < 2 * window:
-        raise ValueError(f"ring length L={L} must be >= 2 * window = {2 * window}")
+        raise ValueError(f"ring length L={L} must be >= 2 * window = {2 * window} (a window of {window} tokens)")
 
 
 @dataclass(frozen=True)
 class Ring:
-    """One GDN layer's ring buffers plus the (shared) cursors. See the module docstring for layouts."""
+    """One GDN layer's ring buffers plus the (shared) cursors. See the module docstring for layouts.
+
+    Construction checks every buffer against the cursors (slots, L) and against each other (heads,
+    head dims, dtypes, device), so a ring whose kernels would read out of bounds cannot be built."""
 
     k: torch.Tensor
     v: torch.Tensor
     g: torch.Tensor
     beta: torch.Tensor
     u: torch.Tensor
+    folded: torch.Tensor
     cursors: RingCursors
+
+    def __post_init__(self):
+        if not isinstance(self.cursors, RingCursors):
+            raise TypeError(f"Ring.cursors must be RingCursors, got {type(self.cursors).__name__}")
+        S, L, dev = self.cursors.num_slots, self.cursors.L, self.cursors.device
+        for name in ("k", "v", "g", "beta", "u", "folded"):
+            t = getattr(self, name)
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"Ring.{name} must be a tensor, got {type(t).__name__}")
+            if t.device != dev:
+                raise ValueError(f"Ring.{name} is on {t.device}, the cursors on {dev}")
+            if not t.is_contiguous():
+                raise ValueError(f"Ring.{name} must be contiguous")
+        if self.k.dim() != 4 or self.v.dim() != 4:
+            raise ValueError(f"Ring.k must be [S, H, L, K] and Ring.v [S, HV, L, V], got {tuple(self.k.shape)}, "
+                             f"{tuple(self.v.shape)}")  # fmt: skip
+        H, K, HV, V = self.k.shape[1], self.k.shape[3], self.v.shape[1], self.v.shape[3]
+        want = {
+            "k": (S, H, L, K),
+            "v": (S, HV, L, V),
+            "g": (S, HV, L),
+            "beta": (S, HV, L),
+            "u": (S, HV, L, V),
+            "folded": (S, HV, max(1, V // MARK_ROWS)),
+        }
+        for name, shape in want.items():
+            if tuple(getattr(self, name).shape) != shape:
+                raise ValueError(f"Ring.{name} must have shape {shape} for {S} slots and L={L}, "
+                                 f"got {tuple(getattr(self, name).shape)}")  # fmt: skip
+        if H < 1 or HV % H:
+            raise ValueError(f"Ring: value heads HV={HV} must be a multiple of key heads H={H}")
+        dtypes = {"k": (torch.float32,), "v": ACT_DTYPES, "g": (torch.float32,), "beta": (torch.float32,),
+                  "u": ACT_DTYPES, "folded": (torch.int32,)}  # fmt: skip
+        for name, allowed in dtypes.items():
+            if getattr(self, name).dtype not in allowed:
+                raise TypeError(f"Ring.{name} must have dtype in {allowed}, got {getattr(self, name).dtype}")
 
     @property
     def L(self) -> int:
@@ -92,15 +169,20 @@ class Ring:
     def num_slots(self) -> int:
         return self.k.shape[0]
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The activation dtype of the raw value records (the dtype the verify's inputs must have)."""
+        return self.v.dtype
+
     def clone(self, cursors: RingCursors | None = None) -> Ring:
         """An independent copy of the records, with ``cursors`` (default: a copy of this ring's cursors)."""
         return Ring(self.k.clone(), self.v.clone(), self.g.clone(), self.beta.clone(), self.u.clone(),
-                    cursors if cursors is not None else self.cursors.clone())  # fmt: skip
+                    self.folded.clone(), cursors if cursors is not None else self.cursors.clone())  # fmt: skip
 
     @property
     def nbytes(self) -> int:
-        """Bytes of this layer's record buffers (cursors excluded: they are shared)."""
-        return sum(t.numel() * t.element_size() for t in (self.k, self.v, self.g, self.beta, self.u))
+        """Bytes of this layer's record buffers and fold markers (cursors excluded: they are shared)."""
+        return sum(t.numel() * t.element_size() for t in (self.k, self.v, self.g, self.beta, self.u, self.folded))
 
     @classmethod
     def allocate(
@@ -120,13 +202,12 @@ class Ring:
     ) -> Ring:
         """Allocate an empty ring. Pass ``cursors`` to share one set of cursors across layers.
 
-        ``L`` must be a power of two and ``>= 2 * window``; ``dtype`` is the activation dtype
-        of the raw ``k``/``v`` records, ``u_dtype`` (default ``dtype``) that of the update vectors.
-        Records are filled with NaN so that reading a never-written record cannot go unnoticed.
-        """
+        ``L`` must be a power of two and ``>= 2 * window``; ``dtype`` is the activation dtype of the
+        raw ``v`` records, ``u_dtype`` (default ``dtype``) that of the update vectors. Records are
+        filled with NaN so that reading a never-written record cannot go unnoticed."""
         check_ring_geometry(L, window)
         for n, x in (("H", H), ("HV", HV), ("K", K), ("V", V)):
-            if not isinstance(x, int) or x < 1:
+            if not isinstance(x, int) or isinstance(x, bool) or x < 1:
                 raise ValueError(f"{n} must be a positive int, got {x!r}")
         if HV % H:
             raise ValueError(f"HV={HV} must be a multiple of H={H}")
@@ -142,15 +223,17 @@ class Ring:
                 f"cursors are for (slots, L, window)={(cursors.num_slots, cursors.L, cursors.window)}, "
                 f"ring asks {(num_slots, L, window)}"
             )
+        device = cursors.device
 
         def nan(*shape, dt):
             return torch.full(shape, float("nan"), dtype=dt, device=device)
 
         return cls(
-            k=nan(num_slots, H, L, K, dt=dtype),
+            k=nan(num_slots, H, L, K, dt=torch.float32),
             v=nan(num_slots, HV, L, V, dt=dtype),
             g=nan(num_slots, HV, L, dt=torch.float32),
             beta=nan(num_slots, HV, L, dt=torch.float32),
             u=nan(num_slots, HV, L, V, dt=u_dtype),
+            folded=torch.full((num_slots, HV, max(1, V // MARK_ROWS)), -1, dtype=torch.int32, device=device),
             cursors=cursors,
         )

@@ -1,169 +1,207 @@
-"""The ReplaySSM verify kernel (launched by ``verify.gdn_replay_verify``).
+"""Second launch of ``gdn_replay_verify``: fold, window outputs and new records, one value head per program.
 
-Bytes model, per (request, value head): the checkpoint tile ``[V, K]`` fp32 is read once (64 KiB
-at K = V = 128); everything else -- the window's q/k/v/a/b, the history's keys, gates and update
-vectors, the window's new records -- is a few KiB. A flushing row also writes the tile once. So a
-step costs about ``B * HV * V * K * 4 * (1 + fold rate)`` bytes, and the kernel is built to stream
-the checkpoint at full bandwidth:
+One program owns one value head of one request. Its ``[V, K]`` checkpoint streams through shared
+memory in tiles of ``BV`` rows with ``cp.async``, ``STAGES`` tiles in flight, so the memory pipe stays
+busy while a tile is folded and turned into outputs; the window and history vectors (staged by
+``verify_prep``), the update vectors, the window's values arrive the same way at the start. Bytes:
+the checkpoint is read once (64 KiB per head at K = V = 128); a flushing row writes it once.
 
-- few warps per program (``launch_config``'s, one at K = 128): the reductions, the ``(I + A)^-1``
-  substitution included, stay inside a warp, and many small programs keep loads in flight;
-- the checkpoint is streamed in ``BK``-wide chunks (a loop, not unrolled, so that one chunk at a
-  time is live in registers), each multiplied at once by the window's raw
-  keys and queries, interleaved as the rows of one ``[2*BT, BK]`` operand of ``tl.dot``; the history
-  keys meet the same operand. Row norms are accumulated in the same pass and applied after the
-  products (a row scale commutes with the dot), so nothing is read twice;
-- rows whose ring says flush have already been folded (``fold.gdn_exact_fold`` launched on the flushing
-  rows just before, by ``gdn_replay_verify``): the very kernel whose committed state is bitwise the
-  baseline's at every shape. Fusing the fold into this kernel saves one read of a flushing tile, but
-  here the compiler is free to lay the tile out differently (this kernel also feeds ``tl.dot``),
-  and at small head dims it did: the fused fold drifted by an ulp from the baseline (H200, K=V=16,
-  fp16). The separate launch keeps the contract by construction; this kernel then treats a
-  flushing row as having an empty history.
+Per tile (``tile_layout``: a row's K reduction is in-thread plus a butterfly over 4 lanes):
+
+1. a flushing row's tile is folded record by record with the pinned ``_update`` (bitwise the
+   baseline), written back and marked (a retry of the step finds the mark and does not fold again);
+2. ``S0 x`` for the 2T window vectors (fp32 FMA), then the history term of a non-flushing row:
+   ``S_prev x = e^Gt S0 x + sum_j e^(Gt - P_j) (k^_j . x) u_j``;
+3. per row, in-thread over the window: ``R = beta (v - e^G S_prev k^)``, ``U = (I + A)^-1 R`` by forward
+   substitution with ``A`` (strictly lower, ``beta_s e^(G_s - G_r) k^_s.k^_r``), ``o = e^G S_prev q^ + P U``
+   with ``P`` (``e^(G_s - G_r) q^_s.k^_r``, r <= s); the window's ``u`` and raw ``v`` appended to the ring.
 """
 
 from __future__ import annotations
 
-import triton
-import triton.language as tl
+import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
-from ._common import _gating
-
-
-@triton.jit
-def _row(x, i, BT: tl.constexpr):
-    """Row i of a [BT, BT] matrix as a vector."""
-    idx = tl.arange(0, BT)
-    return tl.sum(tl.where(idx[:, None] == i, x, 0.0), axis=0)
+from ._gluon import async_copy, gl, jit
+from ._pinned import MARK, _fold_records, _gating
 
 
-@triton.jit
-def _col(x, i, BT: tl.constexpr):
-    """Column i of a [R, BT] matrix as a vector."""
-    idx = tl.arange(0, BT)
-    return tl.sum(tl.where(idx[None, :] == i, x, 0.0), axis=1)
+@jit
+def _window_gates(a, b, tok, live, i_hv, HV: tl.constexpr, A, dtb):
+    """(g, beta) of the window tokens ``tok`` (fp32, 0 where not ``live``)."""
+    a_w = gl.load(a + tok * HV + i_hv).to(gl.float32)
+    b_w = gl.load(b + tok * HV + i_hv).to(gl.float32)
+    g, beta = _gating(a_w, b_w, A, dtb)
+    return gl.where(live, g, 0.0), gl.where(live, beta, 0.0)
 
 
-@triton.jit
+@jit
 def _gdn_replay_verify_kernel(
-    q, k, v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
-    ring_k, ring_v, ring_g, ring_beta, ring_u, write_pos, base, flush, pending, scale,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, BK: tl.constexpr,
-    L: tl.constexpr, BT: tl.constexpr, BL: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
+    ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, write_pos, base, flush, pending, epoch, X, GR, C,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, BVP: tl.constexpr, STAGES: tl.constexpr, TILE: tl.constexpr, EPI: tl.constexpr, M2: tl.constexpr,
+    HL: tl.constexpr, CP2: tl.constexpr, CP3: tl.constexpr, CPV: tl.constexpr, SMEM: tl.constexpr,
+    SMEM_TILE: tl.constexpr, ROWS1: tl.constexpr,
 ):  # fmt: skip
-    i_v, i_hv, i_b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_hv = gl.program_id(0)
+    i_b = gl.program_id(1)
+    i_v = gl.program_id(2)  # small batches split a head's rows over several programs
     i_h = i_hv // (HV // H)
-    slot = tl.load(slots + i_b)
-    bos = tl.load(cu_seqlens + i_b)
-    T = tl.load(cu_seqlens + i_b + 1) - bos
-    offs_t = tl.arange(0, BT)
-    mask_t = offs_t < T
-    tok = bos.to(tl.int64) + tl.where(mask_t, offs_t, 0)  # padding lanes re-read token 0, then get zeroed
-    offs_v = i_v * BV + tl.arange(0, BV)
-    p_o = o + (tok[None, :] * HV + i_hv) * V + offs_v[:, None]  # [BV, BT] (transposed view)
+    NB: tl.constexpr = BVP // BV
+    r0 = i_v * BVP
+    slot = gl.load(slots + i_b)
+    bos = gl.load(cu_seqlens + i_b)
+    T = gl.load(cu_seqlens + i_b + 1) - bos
+    tok = gl.arange(0, BT, layout=gl.SliceLayout(0, EPI))
+    tok64 = bos.to(gl.int64) + gl.where(tok < T, tok, 0)  # padding lanes re-read token 0, then get masked
+    rows_e0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, EPI))
+
+    tiles = gl.allocate_shared_memory(gl.float32, [STAGES, BV, K], SMEM_TILE)
+    xs = gl.allocate_shared_memory(gl.float32, [2 * BT, K], SMEM)  # window vectors
+    us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
+    cs = gl.allocate_shared_memory(gl.float32, [L, 2 * BT], SMEM)  # history dots C[j, x]
+    vw = gl.allocate_shared_memory(v.dtype.element_ty, [BT, BVP], SMEM)  # the window's values
+    a_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # A[s, r]
+    pt_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # P[s, r] stored as [r, s]
+    gb_s = gl.allocate_shared_memory(gl.float32, [2, BT], SMEM)  # exp(G_s), beta_s
+
     if slot < 0:
-        tl.store(p_o, tl.zeros([BV, BT], dtype=tl.float32).to(o.dtype.element_ty), mask=mask_t[None, :])
+        for blk in gl.static_range(NB):
+            rows_e = blk * BV + rows_e0
+            live_e = gl.expand_dims(rows_e < V, 1) & gl.expand_dims(tok < T, 0)
+            p_o = o + (gl.expand_dims(tok64, 0) * HV + i_hv) * V + gl.expand_dims(rows_e, 1)
+            gl.store(p_o, gl.zeros([BV, BT], gl.float32, layout=EPI).to(o.dtype.element_ty), mask=live_e)
     else:
-        s64 = slot.to(tl.int64)
-        wp = tl.load(write_pos + slot)
-        bs = tl.load(base + slot)
-        ckpt_head = checkpoint + (s64 * HV + i_hv) * V * K
-        rk = ring_k + (s64 * H + i_h) * L * K
+        s64 = slot.to(gl.int64)
+        ckpt = checkpoint + (s64 * HV + i_hv) * V * K
+        # Tiles first: their addresses need only the slot.
+        t_rows = gl.arange(0, BV, layout=gl.SliceLayout(1, CP2))
+        t_cols = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
+        t_ptr = ckpt + gl.expand_dims(r0 + t_rows, 1) * K + gl.expand_dims(t_cols, 0)
+        async_copy.async_copy_global_to_shared(tiles.index(0), t_ptr)
+        wp = gl.load(write_pos + slot)
+        bs = gl.load(base + slot)
+        fl = gl.load(flush + slot)
+        ep = gl.load(epoch + slot)
+        n_hist = gl.where(fl != 0, 0, wp)
+        head = i_b.to(gl.int64) * H + i_h
         rv = ring_v + (s64 * HV + i_hv) * L * V
         ru = ring_u + (s64 * HV + i_hv) * L * V
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
-        # A flushing row's history was folded into its checkpoint by the fold launch just before.
-        n_hist = tl.where(tl.load(flush + slot) != 0, 0, wp)
+        # Everything else of the step, into shared memory (it lands before the first tile).
+        x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
+        async_copy.async_copy_global_to_shared(
+            xs, X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(t_cols, 0)
+        )
+        j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
+        r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
+        async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
+        jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
+        c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
+        async_copy.async_copy_global_to_shared(cs, C + head * (L * 2 * BT) + jc * (2 * BT) + c2, mask=jc < n_hist)
+        v_t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, CPV)), 1)  # [BT, 1]
+        v_tok = bos.to(gl.int64) + gl.where(v_t < T, v_t, 0)
+        async_copy.async_copy_global_to_shared(vw, v + (v_tok * HV + i_hv) * V + r2, mask=v_t < T)
+        async_copy.commit_group()  # group 0: the first tile and the step's vectors
+        for st in gl.static_range(1, STAGES):
+            async_copy.async_copy_global_to_shared(tiles.index(st), t_ptr + st * BV * K)
+            async_copy.commit_group()
 
-        # Window gates.
-        a_w = tl.load(a + tok * HV + i_hv).to(tl.float32)
-        b_w = tl.load(b + tok * HV + i_hv).to(tl.float32)
-        g_w, beta_w = _gating(a_w, b_w, tl.load(A_log + i_hv).to(tl.float32), tl.load(dt_bias + i_hv).to(tl.float32))
-        g_w = tl.where(mask_t, g_w, 0.0)
-        beta_w = tl.where(mask_t, beta_w, 0.0)
-        G_w = tl.cumsum(g_w, axis=0)
-        eG_w = tl.exp(G_w)
-
-        # History gates: weight of record j in S_prev is exp(G_hist - P_j).
-        offs_l = tl.arange(0, BL)
-        mask_l = offs_l < n_hist
-        pos_l = (bs + offs_l) & (L - 1)
-        g_h = tl.where(mask_l, tl.load(rg + pos_l), 0.0)
-        G_hist = tl.sum(g_h, axis=0)
-        w_h = tl.where(mask_l, tl.exp(G_hist - tl.cumsum(g_h, axis=0)), 0.0)
-
-        # One streaming pass over K: raw products with the interleaved [k_0, q_0, k_1, q_1, ...] operand.
-        pos_w = (bs + wp + offs_t) & (L - 1)
-        write_k = (i_v == 0) & (i_hv % (HV // H) == 0)
-        hx = tl.zeros([BV, 2 * BT], dtype=tl.float32)
-        sx = tl.zeros([BL, 2 * BT], dtype=tl.float32)
-        kk = tl.zeros([BT, BT], dtype=tl.float32)
-        qk = tl.zeros([BT, BT], dtype=tl.float32)
-        nk = tl.zeros([BT], dtype=tl.float32)
-        nq = tl.zeros([BT], dtype=tl.float32)
-        nh = tl.zeros([BL], dtype=tl.float32)
-        for c in range(K // BK):
-            offs_k = c * BK + tl.arange(0, BK)
-            p_qk = (tok[:, None] * H + i_h) * K + offs_k[None, :]
-            k_raw = tl.load(k + p_qk)
-            if write_k:
-                tl.store(rk + pos_w[:, None] * K + offs_k[None, :], k_raw, mask=mask_t[:, None])
-            k_c = tl.where(mask_t[:, None], k_raw.to(tl.float32), 0.0)  # [BT, BK]
-            q_c = tl.where(mask_t[:, None], tl.load(q + p_qk).to(tl.float32), 0.0)
-            x_c = tl.reshape(tl.permute(tl.join(k_c, q_c), (0, 2, 1)), (2 * BT, BK))
-            h_c = tl.load(ckpt_head + offs_v[:, None] * K + offs_k[None, :])  # [BV, BK]
-            hx += tl.dot(h_c, tl.trans(x_c), input_precision=DOT_PRECISION)
-            kh_c = tl.load(rk + pos_l[:, None] * K + offs_k[None, :]).to(tl.float32)
-            kh_c = tl.where(mask_l[:, None], kh_c, 0.0)  # [BL, BK]; unwritten records may hold NaN
-            sx += tl.dot(kh_c, tl.trans(x_c), input_precision=DOT_PRECISION)
-            kk += tl.sum(k_c[:, None, :] * k_c[None, :, :], axis=2)
-            qk += tl.sum(q_c[:, None, :] * k_c[None, :, :], axis=2)
-            nk += tl.sum(k_c * k_c, axis=1)
-            nq += tl.sum(q_c * q_c, axis=1)
-            nh += tl.sum(kh_c * kh_c, axis=1)
-        rk_n = tl.where(mask_t, 1.0 / tl.sqrt(nk + 1e-6), 0.0)
-        rq_n = tl.where(mask_t, scale / tl.sqrt(nq + 1e-6), 0.0)
-        rh_n = tl.where(mask_l, w_h / tl.sqrt(nh + 1e-6), 0.0)
-        hk, hq = tl.split(tl.reshape(hx, (BV, BT, 2)))  # checkpoint applied to raw k_s, q_s: [BV, BT]
-        sk, sq = tl.split(tl.reshape(sx, (BL, BT, 2)))  # raw history-key dots: [BL, BT]
-        sk = sk * rh_n[:, None] * rk_n[None, :]
-        sq = sq * rh_n[:, None] * rq_n[None, :]
-
-        # S_prev k^_s, S_prev q^_s = exp(G_hist) S0 x + sum_j w_j (k^_j . x) u_j   -> [BV, BT]
-        u_h = tl.load(ru + pos_l[None, :] * V + offs_v[:, None]).to(tl.float32)  # [BV, BL]
-        u_h = tl.where(mask_l[None, :], u_h, 0.0)
-        e_hist = tl.exp(G_hist)
-        s_k = e_hist * hk * rk_n[None, :] + tl.dot(u_h, sk, input_precision=DOT_PRECISION)
-        s_q = e_hist * hq * rq_n[None, :] + tl.dot(u_h, sq, input_precision=DOT_PRECISION)
-
-        # R^T = beta (v - exp(G) S_prev k^), then U^T = R^T (I + A)^-T by forward substitution over tokens.
-        v_raw = tl.load(v + (tok[None, :] * HV + i_hv) * V + offs_v[:, None])  # [BV, BT]
-        R = beta_w[None, :] * (tl.where(mask_t[None, :], v_raw.to(tl.float32), 0.0) - eG_w[None, :] * s_k)
-        causal = offs_t[:, None] >= offs_t[None, :]
-        decay = tl.exp(tl.where(causal, G_w[:, None] - G_w[None, :], 0.0))
-        A = tl.where(offs_t[:, None] > offs_t[None, :], beta_w[:, None] * decay * kk, 0.0)
-        A = A * rk_n[:, None] * rk_n[None, :]
-        U = R
-        for s in tl.static_range(1, BT):
-            a_s = _row(A, s, BT)  # A[s, r], r < s
-            corr = tl.sum(U * a_s[None, :], axis=1)  # sum_r A[s, r] u_r   (u_r final for r < s)
-            U = tl.where(offs_t[None, :] == s, U - corr[:, None], U)
-
-        # o_s = exp(G_s) S_prev q^_s + sum_{r<=s} exp(G_s - G_r) (k^_r . q^_s) u_r
-        P = tl.where(causal, decay * qk, 0.0) * rq_n[:, None] * rk_n[None, :]  # [s, r]
-        out = eG_w[None, :] * s_q
-        for r in tl.static_range(BT):
-            out += _col(U, r, BT)[:, None] * _col(P, r, BT)[None, :]
-        tl.store(p_o, out.to(o.dtype.element_ty), mask=mask_t[None, :])
-
-        # Append the window's records; ring_commit decides how many of them count.
-        p_rec = pos_w[None, :] * V + offs_v[:, None]
-        tl.store(ru + p_rec, U.to(ring_u.dtype.element_ty), mask=mask_t[None, :])
-        tl.store(rv + p_rec, v_raw, mask=mask_t[None, :])
+        # Gates and the [T, T] matrices (dim 0 = s, dim 1 = r) while the copies are in flight.
+        i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
+        i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
+        A = gl.load(A_log + i_hv).to(gl.float32)
+        dtb = gl.load(dt_bias + i_hv).to(gl.float32)
+        g0, be0 = _window_gates(a, b, bos.to(gl.int64) + gl.minimum(i0, T - 1), i0 < T, i_hv, HV, A, dtb)
+        g1, be1 = _window_gates(a, b, bos.to(gl.int64) + gl.minimum(i1, T - 1), i1 < T, i_hv, HV, A, dtb)
+        low = gl.expand_dims(i1, 0) <= gl.expand_dims(i0, 1)  # r <= s
+        up = gl.expand_dims(i0, 1) <= gl.expand_dims(i1, 0)
+        G0 = gl.sum(gl.where(low, gl.expand_dims(g1, 0), 0.0), axis=1)  # cumulative gate at s (dim 0)
+        G1 = gl.sum(gl.where(up, gl.expand_dims(g0, 1), 0.0), axis=0)  # cumulative gate at r (dim 1)
+        decay = gl.exp(gl.where(low, gl.expand_dims(G0, 1) - gl.expand_dims(G1, 0), 0.0))
+        p_gr = GR + head * (2 * BT * BT) + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0)
+        strict = gl.expand_dims(i1, 0) < gl.expand_dims(i0, 1)
+        a_s.store(gl.where(strict, gl.expand_dims(be0, 1) * decay * gl.load(p_gr), 0.0))
+        pt_s.permute((1, 0)).store(gl.where(low, decay * gl.load(p_gr + BT * BT), 0.0))
+        gb_s.slice(0, 1, dim=0).store(gl.expand_dims(gl.exp(G1), 0))
+        gb_s.slice(1, 1, dim=0).store(gl.expand_dims(be1, 0))
         if i_v == 0:
-            tl.store(rg + pos_w, g_w, mask=mask_t)
-            tl.store(rb + pos_w, beta_w, mask=mask_t)
-            if i_hv == 0:
-                tl.store(pending + slot, T)
+            p_w = (bs + wp + i1) & (L - 1)
+            gl.store(rg + p_w, g1, mask=i1 < T)
+            gl.store(rb + p_w, be1, mask=i1 < T)
+        offs_l = gl.arange(0, L, layout=HL)
+        g_hist = gl.load(rg + ((bs + offs_l) & (L - 1)), mask=offs_l < n_hist, other=0.0)
+        Gt = gl.sum(g_hist, axis=0)
+        e_hist = gl.exp(Gt)
+        async_copy.wait_group(STAGES - 1)  # the step's vectors and the first tile
+        gl.thread_barrier()
+        eg = gb_s.slice(0, 1, dim=0).load(EPI)  # [1, BT]
+        beta = gb_s.slice(1, 1, dim=0).load(EPI)
+        us_rows = us._reinterpret(ring_u.dtype.element_ty, [L, BVP], ROWS1)  # indexable by record
+        cs_rows = cs._reinterpret(gl.float32, [L, 2 * BT], ROWS1)
+        vw_t = vw.permute((1, 0))  # [V, BT]
+
+        rows_t0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
+        cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)  # [1, K]
+        for blk in gl.static_range(NB):
+            h = tiles.index(blk % STAGES).load(TILE)
+            rows = blk * BV + rows_t0
+            if fl != 0:  # 1. fold (once per epoch)
+                mark = ring_folded + (s64 * HV + i_hv) * (V // MARK) + (r0 + blk * BV) // MARK
+                if gl.load(mark) != ep:
+                    rk = ring_k + (s64 * H + i_h) * L * K
+                    h = _fold_records(h, rk, rv, rg, rb, wp, bs, rows, cols, K, V, L)
+                    gl.store(ckpt + gl.expand_dims(rows, 1) * K + cols, h)
+                    m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
+                    gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
+            gl.thread_barrier()  # every warp is done with this stage: refill it
+            if blk + STAGES < NB:
+                async_copy.async_copy_global_to_shared(tiles.index(blk % STAGES), t_ptr + (blk + STAGES) * BV * K)
+            async_copy.commit_group()
+
+            # 2. S0 x for every window vector, then the history term.
+            dk = gl.zeros([BV, BT], gl.float32, layout=EPI)
+            dq = gl.zeros([BV, BT], gl.float32, layout=EPI)
+            for s in gl.static_range(BT):
+                d_k = gl.sum(h * xs.slice(s, 1, dim=0).load(TILE), axis=1)
+                d_q = gl.sum(h * xs.slice(BT + s, 1, dim=0).load(TILE), axis=1)
+                dk = gl.where(
+                    gl.expand_dims(tok, 0) == s, gl.expand_dims(gl.convert_layout(d_k, gl.SliceLayout(1, EPI)), 1), dk
+                )
+                dq = gl.where(
+                    gl.expand_dims(tok, 0) == s, gl.expand_dims(gl.convert_layout(d_q, gl.SliceLayout(1, EPI)), 1), dq
+                )
+            dk = dk * e_hist
+            dq = dq * e_hist
+            P_j = Gt * 0.0
+            for j in range(0, n_hist):
+                P_j = P_j + gl.load(rg + ((bs + j) & (L - 1)))
+                u_j = us_rows.index(j).slice(blk * BV, BV).load(gl.SliceLayout(1, EPI)).to(gl.float32)  # rows r0 + ...
+                u = gl.expand_dims(u_j * gl.exp(Gt - P_j), 1)  # [BV, 1]
+                c = cs_rows.index(j)
+                dk = dk + u * gl.expand_dims(c.slice(0, BT).load(gl.SliceLayout(0, EPI)), 0)
+                dq = dq + u * gl.expand_dims(c.slice(BT, BT).load(gl.SliceLayout(0, EPI)), 0)
+
+            # 3. Residuals, (I + A)^-1, outputs; the window's records.
+            rows_e = blk * BV + rows_e0
+            live_e = gl.expand_dims(rows_e < V, 1) & gl.expand_dims(tok < T, 0)
+            v_raw = vw_t.slice(blk * BV, BV, dim=0).load(EPI)  # rows r0 + blk * BV + ...
+            U = beta * (gl.where(live_e, v_raw.to(gl.float32), 0.0) - eg * dk)
+            for s in gl.static_range(1, BT):
+                corr = gl.sum(U * a_s.slice(s, 1, dim=0).load(EPI), axis=1)  # sum_r A[s, r] u_r
+                U = gl.where(gl.expand_dims(tok, 0) == s, U - gl.expand_dims(corr, 1), U)
+            out = eg * dq
+            for r in gl.static_range(BT):
+                u_r = gl.sum(gl.where(gl.expand_dims(tok, 0) == r, U, 0.0), axis=1)
+                out = out + gl.expand_dims(u_r, 1) * pt_s.slice(r, 1, dim=0).load(EPI)
+            p_o = o + (gl.expand_dims(tok64, 0) * HV + i_hv) * V + gl.expand_dims(rows_e, 1)
+            gl.store(p_o, out.to(o.dtype.element_ty), mask=live_e)
+            p_rec = gl.expand_dims((bs + wp + tok) & (L - 1), 0) * V + gl.expand_dims(rows_e, 1)
+            gl.store(ru + p_rec, U.to(ring_u.dtype.element_ty), mask=live_e)
+            gl.store(rv + p_rec, v_raw, mask=live_e)
+            if blk + 1 < NB:
+                async_copy.wait_group(STAGES - 1)  # the next tile has landed
+                gl.thread_barrier()
+        if (i_hv == 0) & (i_v == 0):
+            gl.store(pending + slot, T)

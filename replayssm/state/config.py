@@ -8,7 +8,6 @@ import torch
 
 from ..ops.ring import check_ring_geometry
 from ..ops.shape import GDNShape
-from ..ops.verify import DOT_PRECISIONS
 
 BACKENDS = ("replay", "recurrent")
 
@@ -41,7 +40,6 @@ class PoolConfig:
     max_batch: int | None = None
     device: str | torch.device = "cpu"
     validate: bool = True
-    dot_precision: str = "tf32"
     impl: str = field(default="auto")
 
     def __post_init__(self):
@@ -55,8 +53,6 @@ class PoolConfig:
             raise ValueError(f"PoolConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.backend == "replay":
             check_ring_geometry(self.ring_len, self.window)
-        if self.dot_precision not in DOT_PRECISIONS:
-            raise ValueError(f"PoolConfig.dot_precision must be one of {DOT_PRECISIONS}, got {self.dot_precision!r}")
         if self.max_batch is not None and (not isinstance(self.max_batch, int) or self.max_batch < 1):
             raise ValueError(f"PoolConfig.max_batch must be a positive int or None, got {self.max_batch!r}")
         if self.conv_kernel < 2:

@@ -17,8 +17,7 @@ def pool_memory_report(pool) -> dict[str, int]:
     }
     if pool.cfg.backend == "replay":
         c = pool.cursors
-        rep["rings"] = _nbytes(pool.ring_k, pool.ring_v, pool.ring_g, pool.ring_beta, pool.ring_u) + _nbytes(
-            c.write_pos, c.base, c.flush, c.pending
-        )
+        rep["rings"] = _nbytes(pool.ring_k, pool.ring_v, pool.ring_g, pool.ring_beta, pool.ring_u, pool.ring_folded)
+        rep["rings"] += _nbytes(c.write_pos, c.base, c.flush, c.pending, c.epoch)
     rep["total"] = sum(rep.values())
     return rep

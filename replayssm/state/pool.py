@@ -53,14 +53,16 @@ class GDNStatePool:
             one = Ring.allocate(S, cfg.H, cfg.HV, cfg.K, cfg.V, L=cfg.ring_len, window=T, dtype=cfg.dtype,
                                 u_dtype=cfg.u_dtype, device=dev, cursors=self.cursors)  # fmt: skip
             # one tensor per kind for all layers; each layer's Ring is a view into it
-            self.ring_k, self.ring_v, self.ring_g, self.ring_beta, self.ring_u = (
-                t.unsqueeze(0).repeat((NL,) + (1,) * t.dim()) for t in (one.k, one.v, one.g, one.beta, one.u)
+            self.ring_k, self.ring_v, self.ring_g, self.ring_beta, self.ring_u, self.ring_folded = (
+                t.unsqueeze(0).repeat((NL,) + (1,) * t.dim())
+                for t in (one.k, one.v, one.g, one.beta, one.u, one.folded)
             )
             del one
             self.rings = [
-                Ring(self.ring_k[i], self.ring_v[i], self.ring_g[i], self.ring_beta[i], self.ring_u[i], self.cursors)
+                Ring(self.ring_k[i], self.ring_v[i], self.ring_g[i], self.ring_beta[i], self.ring_u[i],
+                     self.ring_folded[i], self.cursors)
                 for i in range(NL)
-            ]
+            ]  # fmt: skip
         self.tracker = SlotTracker(cfg)
 
     def alloc(self, n: int) -> torch.Tensor:
@@ -153,7 +155,7 @@ class GDNStatePool:
         try:
             if cfg.backend == "replay":
                 return gdn_replay_verify(q, k, v, a, b, checkpoint=self.checkpoint[layer], ring=self.rings[layer],
-                                         dot_precision=cfg.dot_precision, validate=cfg.validate, **kw)  # fmt: skip
+                                         validate=cfg.validate, **kw)  # fmt: skip
             if kind == "decode":
                 return gdn_recurrent(q, k, v, a, b, state=self.checkpoint[layer], validate=cfg.validate, **kw)
             snaps = self.snapshots[layer, : slots.shape[0]]

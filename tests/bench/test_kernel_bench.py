@@ -214,24 +214,22 @@ def test_cli_peers_refuses_unknown_release(capsys):
     assert "--releases" in capsys.readouterr().err
 
 
-def test_best_tile_takes_fold_and_verify_tiles_from_tiles_that_passed():
+def test_best_tile_is_the_fastest_random_step_among_tiles_that_passed_everywhere():
     from replayssm.bench.sweep import best_tile, parse_tile
+    from replayssm.ops import launch
 
-    def row(tile, B, flush, nonflush, passed=True):
-        return {
-            "tile": tile,
-            "B": B,
-            "gate": {"passed": passed},
-            "replay_flush_us": flush,
-            "replay_nonflush_us": nonflush,
-        }
+    def row(tile, B, random, passed=True):
+        return {"tile": tile, "B": B, "gate": {"passed": passed}, "replay_random_us": random}
 
-    rows = [row("32x1:64x32x2x1", 256, 900, 500), row("16x1:128x32x2x2", 256, 800, 520),
-            row("8x1:128x64x2x2", 256, 100, 100), row("8x1:128x64x2x2", 8, 1, 1, passed=False)]  # fmt: skip
-    assert best_tile(rows) == "16x1:64x32x2x1"
-    assert parse_tile("16x1:64x32x2x1") == ((16, 1), (64, 32, 2, 1))
+    rows = [row("4x1", 256, 900), row("2x2x2", 256, 800), row("8x1", 256, 100), row("8x1", 8, 1, passed=False)]
+    assert best_tile(rows) == "2x2x2"  # 8x1 is faster but failed its gate at B=8
+    assert best_tile([row("4x1", 256, 5, passed=False)]) is None
+    assert parse_tile("2x2x3") == launch.TileConfig(num_warps=2, rows_per_thread=2, stages=3)
+    assert parse_tile("4x1") == launch.TileConfig(num_warps=4, rows_per_thread=1)
     with pytest.raises(ValueError, match="is not"):
         parse_tile("16")
+    with pytest.raises(ValueError, match="power of two"):
+        parse_tile("3x1")
 
 
 def test_point_survives_backends_that_raise():

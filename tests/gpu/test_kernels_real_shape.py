@@ -1,4 +1,4 @@
-"""The kernels at the Qwen3.5-122B TP1 GDN geometry (H=16, HV=64, K=V=128), bf16 activations, fp32 state."""
+"""The kernels on the GPU at real shapes: against their references, and 1,000-step bitwise chains."""
 
 import pytest
 import torch
@@ -8,16 +8,14 @@ from tests.helpers.chain import Chain, call
 from tests.helpers.gdn64 import rel_err, run64
 from tests.helpers.inputs import make_gdn_inputs, random_state
 
-H, HV, K, V = 16, 64, 128, 128
+H, HV, K, V = 16, 64, 128, 128  # Qwen3.5-122B TP1 GDN geometry
 DT = torch.bfloat16
-# bf16 outputs (~2^-9 rounding), tensor-core products in the window transform, bf16 update vectors u:
-# measured 1.8e-3 vs the baseline and 2.1e-3 vs float64 over 1,000 steps (H200, 2026-11-29).
+# bf16 outputs (~2^-9 rounding) and bf16 update vectors u; every product is fp32 FMA.
 OUT_BOUND = 5e-3
 
 
-def _chain_with_history(S, seed, dot_precision, steps=4):
-    c = Chain(S, H, HV, K, V, T=4, L=16, dtype=DT, device="cuda", impl="triton", seed=seed,
-              dot_precision=dot_precision, rng_device="cuda")  # fmt: skip
+def _chain_with_history(S, seed, steps=4):
+    c = Chain(S, H, HV, K, V, T=4, L=16, dtype=DT, device="cuda", impl="triton", seed=seed, rng_device="cuda")
     g = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         lens = torch.randint(1, 5, (S,), generator=g).tolist()
@@ -26,10 +24,9 @@ def _chain_with_history(S, seed, dot_precision, steps=4):
     return c
 
 
-@pytest.mark.parametrize("dot_precision", ["tf32", "ieee"])
-def test_verify_matches_reference(dot_precision):
+def test_verify_matches_reference():
     """Varlen windows, a padding row, and a mix of flushing and reconstructing rows in one call."""
-    c = _chain_with_history(12, seed=3, dot_precision=dot_precision)
+    c = _chain_with_history(12, seed=3)
     c.ring.cursors.flush[:4] = 1
     lens = [4, 3, 1, 2, 4, 4, 3, 1, 2, 4, 4, 3]
     x = make_gdn_inputs(lens, H, HV, K, V, dtype=DT, device="cuda", gen=c.gen)
@@ -38,12 +35,13 @@ def test_verify_matches_reference(dot_precision):
     res = {}
     for name, fn in (("triton", gdn_replay_verify), ("reference", gdn_replay_verify_reference)):
         ck, ring = c.checkpoint.clone(), c.ring.clone()
-        res[name] = (call(fn, x, checkpoint=ck, ring=ring, slots=slots, dot_precision=dot_precision), ck, ring)
+        res[name] = (call(fn, x, checkpoint=ck, ring=ring, slots=slots), ck, ring)
     (o, ck, rg), (o_r, ck_r, rg_r) = res["triton"], res["reference"]
     assert rel_err(o, o_r) < OUT_BOUND
     assert rel_err(ck, ck_r) < 1e-5  # folded rows: the same update; exp differs between Triton and PyTorch
     assert rel_err(rg.u.nan_to_num(), rg_r.u.nan_to_num()) < OUT_BOUND
-    assert torch.equal(rg.k.nan_to_num(), rg_r.k.nan_to_num()) and torch.equal(rg.v.nan_to_num(), rg_r.v.nan_to_num())
+    assert rel_err(rg.k.nan_to_num(), rg_r.k.nan_to_num()) < 1e-6  # normalised keys, two reduction orders
+    assert torch.equal(rg.v.nan_to_num(), rg_r.v.nan_to_num())  # raw values are stored bit for bit
     pad = slice(sum(lens[:5]), sum(lens[:6]))
     assert (o[pad] == 0).all()
 
@@ -64,33 +62,51 @@ def test_recurrent_matches_reference():
     assert rel_err(snaps.nan_to_num(), snaps_r.nan_to_num()) < 1e-5
 
 
-@pytest.mark.parametrize("dot_precision", ["tf32", "ieee"])
-def test_thousand_step_chain_bitwise(dot_precision):
-    """B=64 of 80 slots, T=4, L=16, random windows and acceptance, a padding row every step: the committed
-    state is torch.equal to the baseline's after every step; outputs against float64 for two rows."""
-    S, B, T = 80, 64, 4
-    c = Chain(S, H, HV, K, V, T=T, L=16, dtype=DT, device="cuda", impl="triton", seed=0,
-              dot_precision=dot_precision, rng_device="cuda")  # fmt: skip
+# (H, HV, K, V, T, L, dtype, slots, batch): K = V = 128 and 64, K != V both ways, T in {1, 2, 3, 4, 8},
+# L from 2T to 32, fp16 and bf16. Launch shapes are chosen per batch size, so B also varies the programs.
+GEOMETRIES = [
+    (16, 64, 128, 128, 4, 16, torch.bfloat16, 80, 64),
+    (4, 8, 64, 64, 2, 4, torch.float16, 24, 16),
+    (4, 16, 64, 128, 8, 32, torch.bfloat16, 24, 12),
+    (16, 64, 128, 128, 1, 16, torch.bfloat16, 40, 32),
+    (8, 32, 128, 64, 3, 8, torch.float16, 24, 16),
+    (2, 4, 16, 16, 8, 16, torch.bfloat16, 12, 8),
+]
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=lambda g: f"H{g[0]}-HV{g[1]}-K{g[2]}-V{g[3]}-T{g[4]}-L{g[5]}")
+def test_thousand_step_chain_bitwise(geo):
+    """1,000 verify -> commit steps: random windows and acceptance, a padding row every step, random batch
+    membership, a retried verify now and then, slots freed and reused; the committed state is torch.equal to
+    the baseline's after every step; outputs against float64 for two rows over the first steps."""
+    h, hv, k, v, T, L, dt, S, B = geo
+    c = Chain(S, h, hv, k, v, T=T, L=L, dtype=dt, device="cuda", impl="triton", seed=0, rng_device="cuda")
     g = torch.Generator().manual_seed(7)
     rows = torch.randperm(S, generator=g)[:B].tolist()
     ref64 = {i: c.state[rows[i]].double() for i in (0, 1)}
-    worst, worst64 = 0.0, 0.0
+    worst, worst64, retries, reused = 0.0, 0.0, 0, 0
     for step in range(1000):
         lens = torch.randint(1, T + 1, (B,), generator=g).tolist()
         slots = list(rows)
-        pad = int(torch.randint(0, B, (1,), generator=g))
+        pad = int(torch.randint(2, B, (1,), generator=g))
         slots[pad] = -1
         o_base, o = c.verify(slots, lens)
+        if step % 37 == 5:  # a retry before commit folds nothing twice
+            o = call(gdn_replay_verify, c.last_inputs, checkpoint=c.checkpoint, ring=c.ring, slots=c.slots)
+            retries += 1
         worst = max(worst, rel_err(o, o_base))
         acc = [int(torch.randint(1, n + 1, (1,), generator=g)) for n in lens]
         if step < 20:  # float64 recurrence of two rows from their committed states
             x, cu = c.last_inputs, c.last_inputs["cu_seqlens"].tolist()
-            for i in (i for i in ref64 if i != pad):
+            for i in ref64:
                 t = slice(cu[i], cu[i + 1])
                 o64, st64 = run64(ref64[i], *(x[n][t] for n in "qkvab"), c.A_log, c.dt_bias)
                 worst64 = max(worst64, rel_err(o[t], o64))
                 ref64[i] = st64[acc[i] - 1]
         c.commit(acc)
+        if step % 50 == 49:  # free a slot and hand it out again
+            c.reuse(rows[2 + step % (B - 2)])
+            reused += 1
         assert torch.equal(c.committed_replay(rows), c.state[rows]), f"step {step}"
-    assert c.flushes > 5000  # about 11 folds per step at this acceptance
+    assert c.flushes > 200 and retries > 20 and reused == 20
     assert worst < OUT_BOUND and worst64 < OUT_BOUND, (worst, worst64)

@@ -2,7 +2,7 @@
 
 import torch
 
-from replayssm.ops import Ring, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
+from replayssm.ops import Ring, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit, ring_reset
 
 from .inputs import make_gdn_inputs, random_state, slot_tensor
 
@@ -15,9 +15,7 @@ def call(fn, x, **kw):
 class Chain:
     """Baseline state + snapshots vs checkpoint + ring, one shared random stream of inputs."""
 
-    def __init__(self, S, H, HV, K, V, *, T, L, dtype, device, impl, seed=0, dot_precision=None, rng_device="cpu"):
-        # fp32 chains use IEEE dots so that their tight output bound means the same on CPU and GPU
-        self.dot_precision = dot_precision or ("ieee" if dtype == torch.float32 else "tf32")
+    def __init__(self, S, H, HV, K, V, *, T, L, dtype, device, impl, seed=0, rng_device="cpu"):
         self.gen = torch.Generator(device=rng_device).manual_seed(seed)  # "cuda": fast inputs at real shapes
         self.dims, self.T, self.dtype, self.device, self.impl = (S, H, HV, K, V), T, dtype, device, impl
         self.state = random_state(S, HV, V, K, device=device, gen=self.gen)  # baseline's committed states
@@ -39,7 +37,7 @@ class Chain:
         live = [s for s in slots if s >= 0]
         self.flushes += int(self.ring.cursors.flush[live].sum()) if live else 0
         o_replay = call(gdn_replay_verify, x, checkpoint=self.checkpoint, ring=self.ring, slots=self.slots,
-                        impl=self.impl, dot_precision=self.dot_precision)  # fmt: skip
+                        impl=self.impl)  # fmt: skip
         self.last_inputs, self.last_out = x, o_replay
         return o_base, o_replay
 
@@ -55,3 +53,12 @@ class Chain:
         S, H, HV, K, V = self.dims
         out = torch.full((len(slots), HV, V, K), float("nan"), device=self.device)
         return gdn_exact_fold(self.checkpoint, self.ring, slot_tensor(slots, self.device), out=out, impl=self.impl)
+
+    def reuse(self, slot):
+        """Free ``slot`` and hand it out again with a fresh state (its old ring records and fold markers stay
+        behind: the reset's new epoch must keep them from mattering)."""
+        S, H, HV, K, V = self.dims
+        fresh = random_state(1, HV, V, K, device=self.device, gen=self.gen)[0]
+        self.state[slot] = fresh
+        self.checkpoint[slot] = fresh
+        ring_reset(self.ring, slot_tensor([slot], self.device), impl=self.impl)

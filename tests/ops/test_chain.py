@@ -45,12 +45,14 @@ def run_chain(*, group, T, L, dtype, device, impl, steps, num_slots=4, seed=0):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "group,T,L,dtype",
-    [(2, 4, 8, torch.float16), (4, 2, 16, torch.float32), (1, 1, 8, torch.float32)],
-    ids=["group2-T4-L8(L=2T)-fp16", "group4-T2-L16-fp32", "group1-T1-L8-decode"],
+    [(2, 4, 8, torch.float16), (2, 2, 8, torch.float32), (1, 1, 4, torch.float32)],
+    ids=["group2-T4-L8(L=2T)-fp16", "group2-T2-L8-fp32", "group1-T1-L4-decode"],
 )
 def test_kernel_chain_bitwise(device, group, T, L, dtype):
-    c, wraps = run_chain(group=group, T=T, L=L, dtype=dtype, device=device, impl="triton", steps=64, num_slots=3)
-    assert c.flushes >= 8 and wraps >= 4  # the chain crossed many folds and ring wrap-arounds
+    """The kernels in the interpreter (CPU) or on the GPU: their logic (cursors, folds, wrap-arounds, padding,
+    fold markers) against the baseline; tests/gpu runs 1,000-step chains at real shapes."""
+    c, wraps = run_chain(group=group, T=T, L=L, dtype=dtype, device=device, impl="triton", steps=24, num_slots=3)
+    assert c.flushes >= 4 and wraps >= 2  # the chain crossed several folds and ring wrap-arounds
 
 
 @pytest.mark.parametrize("group", [1, 2, 4])

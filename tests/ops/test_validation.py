@@ -113,8 +113,10 @@ def test_bad_state_and_ring():
     short = Ring.allocate(S, H, HV, K, V, L=L, window=2, dtype=torch.float16)
     with pytest.raises(ValueError, match="longer than the window T=2"):
         _verify(x, short, state, slots)
-    with pytest.raises(ValueError, match="dot_precision must be one of"):
-        _verify(x, ring, state, slots, dot_precision="bf16")
+    with pytest.raises(TypeError, match="scale must be a Python float"):
+        _verify(x, ring, state, slots, scale=torch.tensor(0.25))
+    with pytest.raises(ValueError, match="scale must be a finite positive number"):
+        _verify(x, ring, state, slots, scale=float("nan"))
     with pytest.raises(ValueError, match="out must have shape"):
         _verify(x, ring, state, slots, out=torch.empty(5, HV, V + 1, dtype=torch.float16))
     with pytest.raises(ValueError, match=r"snapshots must have shape \(2, T_max"):

@@ -49,9 +49,7 @@ def test_kernel_matches_reference_with_history_and_flush(device, T, L, dtype):
     for impl in ("triton", "reference"):
         ckpt, ring = c.checkpoint.clone(), c.ring.clone()
         out = torch.full_like(x["v"], float("nan"))
-        prec = "ieee" if dtype == torch.float32 else "tf32"  # tight fp32 bound on the GPU too
-        call(gdn_replay_verify, x, checkpoint=ckpt, ring=ring, slots=slot_tensor(slots, device), out=out, impl=impl,
-             dot_precision=prec)  # fmt: skip
+        call(gdn_replay_verify, x, checkpoint=ckpt, ring=ring, slots=slot_tensor(slots, device), out=out, impl=impl)
         res[impl] = (out, ckpt, ring)
     (o, ck, rg), (o_r, ck_r, rg_r) = res["triton"], res["reference"]
     assert not torch.isnan(o).any()
@@ -65,7 +63,7 @@ def test_kernel_matches_reference_with_history_and_flush(device, T, L, dtype):
     for s in (3, 0, 4):
         if not flushing[s]:
             assert torch.equal(ck[s], c.checkpoint[s])  # non-flush rows write no state
-    assert torch.equal(rg.k.nan_to_num(), rg_r.k.nan_to_num())  # raw records are stored bit for bit
+    assert rel_err(rg.k.nan_to_num(), rg_r.k.nan_to_num()) < 1e-6  # normalised keys: two reduction orders
     assert torch.equal(rg.v.nan_to_num(), rg_r.v.nan_to_num())
     assert rel_err(rg.g.nan_to_num(), rg_r.g.nan_to_num()) < 1e-6
     assert rel_err(rg.beta.nan_to_num(), rg_r.beta.nan_to_num()) < 1e-6

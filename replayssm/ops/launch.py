@@ -1,0 +1,102 @@
+"""Launch shapes of the state kernels: warps, rows per thread, rows per program.
+
+None of these enter the arithmetic of a row (``_pinned``): the K-split of the tile is fixed, so any
+shape here gives bitwise the same states and is chosen for speed alone. The defaults come from the
+H200 sweeps recorded in bench/NOTES.md; ``override`` lets a benchmark or a test try others.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from ._pinned import tile_layout, tile_rows
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """num_warps per program; rows_per_thread of the state tile; rows_per_program of one head's V rows
+    (None: one tile -- the H200 streams best with many one-tile programs, bench/NOTES.md -- except for the
+    pipelined verify, which takes a whole head unless the batch is small)."""
+
+    num_warps: int = 4
+    rows_per_thread: int = 1
+    rows_per_program: int | None = None
+    stages: int = 3  # verify only: tiles of one head in flight through shared memory (cp.async pipeline)
+
+    def __post_init__(self):
+        for name in ("num_warps", "rows_per_thread"):
+            x = getattr(self, name)
+            if not isinstance(x, int) or x < 1 or x & (x - 1):
+                raise ValueError(f"TileConfig.{name} must be a power of two >= 1, got {x!r}")
+        if self.num_warps > 16:
+            raise ValueError(f"TileConfig.num_warps must be <= 16, got {self.num_warps}")
+
+
+DEFAULTS = {
+    "recurrent": TileConfig(num_warps=4, rows_per_thread=2),
+    "fold": TileConfig(num_warps=4, rows_per_thread=2),
+    "verify": TileConfig(num_warps=2, rows_per_thread=2, stages=2),
+}
+_OVERRIDES: list[dict[str, TileConfig]] = []
+
+
+@contextmanager
+def override(**configs: TileConfig):
+    """Run the named kernels ("recurrent", "fold", "verify") with other launch shapes (benchmarks, tests)."""
+    bad = set(configs) - set(DEFAULTS)
+    if bad:
+        raise ValueError(f"unknown kernels {sorted(bad)}; known: {sorted(DEFAULTS)}")
+    _OVERRIDES.append(configs)
+    try:
+        yield
+    finally:
+        _OVERRIDES.pop()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A resolved launch: the tile layout and block, the rows per program, the grid's V extent."""
+
+    layout: object
+    num_warps: int
+    rows: int  # rows of one tile block (BV)
+    rows_per_program: int  # BVP, a multiple of ``rows``
+    programs_per_head: int  # V // BVP
+    stages: int  # tiles in flight (verify), at most V // rows
+
+
+def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_small: bool = False) -> Launch:
+    """The launch of ``kernel`` for heads of ``V`` rows when ``programs`` (batch x heads) programs would
+    each own a whole head. With ``split_small`` and no explicit ``rows_per_program``, a head's rows are
+    spread over several programs when the batch leaves the GPU short of programs."""
+    cfg = DEFAULTS[kernel]
+    for o in reversed(_OVERRIDES):
+        if kernel in o:
+            cfg = o[kernel]
+            break
+    warps, rpt = cfg.num_warps, cfg.rows_per_thread
+    while tile_rows(warps, rpt) > V and rpt > 1:  # small heads (tests): shrink the tile to fit
+        rpt //= 2
+    while tile_rows(warps, rpt) > V and warps > 1:
+        warps //= 2
+    rows = tile_rows(warps, rpt)
+    if V % rows:
+        raise ValueError(f"V={V} must be a multiple of {rows} rows (a power of two >= 8)")
+    bvp = cfg.rows_per_program or (V if split_small else rows)
+    if split_small and not cfg.rows_per_program:
+        while bvp > rows and programs * (V // bvp) < 4 * _sm_count(device):
+            bvp //= 2
+    bvp = max(rows, min(V, bvp))
+    if bvp % rows or V % bvp:
+        raise ValueError(f"rows_per_program={bvp} must be a multiple of {rows} dividing V={V}")
+    return Launch(tile_layout(warps, rpt), warps, rows, bvp, V // bvp, max(1, min(cfg.stages, V // rows)))
+
+
+def _sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of ``device`` (132 on an H200); 1 on the CPU (interpreter)."""
+    if device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count
