@@ -38,7 +38,8 @@ class LayerDemoResult:
     replay_ring_bytes: int
 
 
-def run_layer_demo(cfg: LayerDemoConfig, device: torch.device, dtype: torch.dtype) -> LayerDemoResult:
+def run_layer_demo(cfg: LayerDemoConfig, device: torch.device, dtype: torch.dtype, progress=None) -> LayerDemoResult:
+    """``progress(1)`` after every step."""
     g = torch.Generator().manual_seed(cfg.seed)
     B, H, HV, K, V, T = cfg.batch, cfg.H, cfg.HV, cfg.K, cfg.V, cfg.window
 
@@ -69,6 +70,8 @@ def run_layer_demo(cfg: LayerDemoConfig, device: torch.device, dtype: torch.dtyp
         err = (o_replay.float() - o_base.float()).norm() / o_base.float().norm()
         worst = max(worst, err.item())
         accepted += int(n.sum())
+        if progress is not None:
+            progress(1)
     return LayerDemoResult(
         steps=cfg.steps,
         mean_accepted=accepted / (cfg.steps * B),

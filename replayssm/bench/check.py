@@ -44,7 +44,7 @@ def gate_steps(T: int, L: int) -> int:
 
 
 def count_folds(history: list[tuple[list[int], list[int]]], T: int, L: int) -> int:
-    """Slot-folds of the ring protocol (DESIGN §3) over steps of (slots, accepted) per row."""
+    """Slot-folds of the ring protocol (docs/design.md, "the ring protocol") over steps of (slots, accepted) per row."""
     write_pos: dict[int, int] = {}
     flush: dict[int, bool] = {}
     folds = 0

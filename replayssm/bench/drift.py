@@ -46,7 +46,9 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300)).item()
 
 
-def teacher_forced(model, prompt: list[int], cfg: DriftConfig) -> list[dict]:
+def teacher_forced(model, prompt: list[int], cfg: DriftConfig, progress=None) -> list[dict]:
+    """Checks every ``cfg.every`` generated tokens and at the end (``cfg.tokens``); ``progress(n)`` is called
+    with the number of tokens each step generated."""
     rc = RunnerConfig(
         backend="recurrent",
         max_slots=1,
@@ -62,12 +64,17 @@ def teacher_forced(model, prompt: list[int], cfg: DriftConfig) -> list[dict]:
     open_loop = OpenLoopReplayPool(replace(pc, backend="replay"))
     runner = ModelRunner(model, rc, pool=LockstepPool(base, exact, open_loop))
     eng = Engine(runner, drafter="ngram")
-    req = eng.add(prompt, cfg.tokens)
-    rows, next_mark = [], cfg.every
-    while eng.step():
-        if req.slot is None or len(req.generated) < next_mark:
+    # room for one window past the last check: the request must still hold its slot when it is measured
+    req = eng.add(prompt, cfg.tokens + cfg.window)
+    rows, next_mark, done = [], cfg.every, 0
+    while len(req.generated) < cfg.tokens and eng.step():
+        if progress is not None:
+            progress(min(len(req.generated), cfg.tokens) - done)
+            done = min(len(req.generated), cfg.tokens)
+        if len(req.generated) < min(next_mark, cfg.tokens):
             continue
-        next_mark += cfg.every
+        while next_mark <= len(req.generated):
+            next_mark += cfg.every
         s = torch.tensor([req.slot], dtype=torch.int32, device=runner.device)
         a = torch.cat([base.committed_state(i, s) for i in range(base.cfg.num_layers)])
         b = torch.cat([exact.committed_state(i, s) for i in range(base.cfg.num_layers)])
@@ -85,8 +92,9 @@ def teacher_forced(model, prompt: list[int], cfg: DriftConfig) -> list[dict]:
 
 
 @torch.no_grad()
-def free_running(model, prompt: list[int], variant: str, cfg: DriftConfig) -> tuple[list[int], list[float]]:
-    """Greedy plain decode; returns the tokens and the top-1/top-2 logit margin at every position."""
+def free_running(model, prompt: list[int], variant: str, cfg: DriftConfig, progress=None) -> tuple[list, list]:
+    """Greedy plain decode; returns the tokens and the top-1/top-2 logit margin at every position
+    (``progress(1)`` after each token)."""
     backend = "recurrent" if variant == "recurrent" else "replay"
     rc = RunnerConfig(
         backend=backend,
@@ -105,6 +113,8 @@ def free_running(model, prompt: list[int], variant: str, cfg: DriftConfig) -> tu
         top = torch.topk(logits.float(), 2)
         tokens.append(int(top.indices[0]))
         margins.append(float(top.values[0] - top.values[1]))
+        if progress is not None:
+            progress(1)
         if len(tokens) == cfg.tokens:
             break
         logits = runner.step([slot], torch.tensor([[tokens[-1]]]))[0, 0]
@@ -112,11 +122,16 @@ def free_running(model, prompt: list[int], variant: str, cfg: DriftConfig) -> tu
     return tokens, margins
 
 
-def run_drift(model, prompts: list[list[int]], cfg: DriftConfig) -> dict:
+VARIANTS = ("recurrent", "exact", "open_loop")
+
+
+def run_drift(model, prompts: list[list[int]], cfg: DriftConfig, progress=None) -> dict:
+    """``progress(phase, n)``: ``n`` more tokens generated in ``phase`` (4 phases of ``cfg.tokens`` per prompt)."""
     out = {"config": repr(cfg), "teacher_forced": [], "free_running": []}
-    for p in prompts:
-        out["teacher_forced"].append(teacher_forced(model, p, cfg))
-        runs = {v: free_running(model, p, v, cfg) for v in ("recurrent", "exact", "open_loop")}
+    for i, p in enumerate(prompts):
+        tick = (lambda phase: lambda n: progress(phase, n)) if progress else (lambda phase: None)
+        out["teacher_forced"].append(teacher_forced(model, p, cfg, tick(f"prompt {i}: teacher-forced")))
+        runs = {v: free_running(model, p, v, cfg, tick(f"prompt {i}: free-running {v}")) for v in VARIANTS}
         base, margins = runs["recurrent"]
         row = {"prompt_tokens": len(p), "tokens": len(base)}
         for v in ("exact", "open_loop"):
@@ -155,48 +170,3 @@ def load_drift_model(spec: str, device, dtype):
         return model, [tok.encode(p).ids for p in TINY_PROMPTS]
     g = torch.Generator().manual_seed(0)
     return model, [torch.randint(0, model.config.vocab_size, (32,), generator=g).tolist() for _ in range(3)]
-
-
-def main_drift(args) -> dict:
-    from pathlib import Path
-
-    from .report import environment, header, plot_lines, write_json
-
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    env = environment()
-    print(header(env), flush=True)
-    model, prompts = load_drift_model(args.model, device, dtype)
-    cfg = DriftConfig(tokens=args.tokens, every=args.every, window=args.window, cuda_graphs=device.type == "cuda")
-    res = run_drift(model, prompts[: args.prompts], cfg)
-    res.update(env=env, model=args.model, device=str(device), dtype=str(dtype))
-    out = Path(args.out)
-    write_json(out / f"{args.tag}.json", res)
-    panels = []
-    for i, rows in enumerate(res["teacher_forced"]):
-        pts = [
-            {"tokens": r["tokens"], "open": r["open_loop_rel_err"], "exact": r["exact_rel_err"] or None} for r in rows
-        ]
-        panels.append(
-            (
-                f"prompt {i} (exact fold: bitwise at every point: {all(r['exact_bitwise'] for r in rows)})",
-                pts,
-                [("open", "open-loop fold (experimental)"), ("exact", "exact fold")],
-            )
-        )
-    if any(panels[i][1] for i in range(len(panels))):
-        plot_lines(out / f"{args.tag}.png", panels, "tokens", "committed-state rel. error vs baseline", header(env))
-    for i, (rows, fr) in enumerate(zip(res["teacher_forced"], res["free_running"])):
-        last = rows[-1] if rows else {}
-        print(
-            f"prompt {i}: teacher-forced {last.get('tokens', 0)} tokens: exact fold bitwise at every check: "
-            f"{all(r['exact_bitwise'] for r in rows)}; open-loop rel. error {last.get('open_loop_rel_err', 0):.2e}"
-        )
-        for v in ("exact", "open_loop"):
-            f = fr[v]
-            print(
-                f"  free-running {v:>9}: first token differing from the baseline: {f['first_diff']} "
-                f"(baseline margin there {f['margin_at_first_diff']}), repeated 4-grams {f['repetition']:.3f} "
-                f"(baseline {fr['recurrent']['repetition']:.3f})"
-            )
-    return res

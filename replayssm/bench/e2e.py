@@ -21,6 +21,7 @@ from ..engine.engine import Engine
 from ..engine.runner import ModelRunner, RunnerConfig
 from ..engine.spec import BenchmarkAcceptance
 from ..models.step import Step, StepKind
+from ..progress import progress
 from .timing import capture, time_graph
 
 MODES = ("plain", "recurrent", "replay", "replay-mtp")
@@ -179,19 +180,23 @@ def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
         torch.randint(0, mc.vocab_size, (cfg.prompt_len,), generator=g).tolist() for _ in range(max(cfg.concurrency))
     ]
     payload = {"env": env, "config": repr(cfg), "weights_bytes": weights, "rows": [], "capacity": {}}
-    for C in cfg.concurrency:
-        for mode in cfg.modes:
-            print(f"[C={C:>3} {mode:>9}] ...", end=" ", flush=True)
+    runs = [(C, mode) for C in cfg.concurrency for mode in cfg.modes]
+    with progress(len(runs), "e2e", unit="run") as bar:
+        for C, mode in runs:
+            bar.set_postfix_str(f"C={C} {mode}")
             try:
                 row = run_mode(model, mode, C, cfg, prompts)
             except torch.OutOfMemoryError:
                 _free()
                 row = {"mode": mode, "C": C, "oom": True}
-                print("does not fit in GPU memory", flush=True)
+                bar.write(f"[C={C:>3} {mode:>9}] does not fit in GPU memory")
             else:
-                print(f"{row['tokens_per_s']:9.1f} tok/s, step {row['step_ms_median']:.2f} ms, TPOT median "
-                      f"{row['tpot_ms_median']:.2f} ms (GDN {row['gdn_state_ms']:.2f} + commit {row['commit_ms']:.2f}"
-                      f" + draft {row['draft_ms']:.2f} + rest {row['rest_ms']:.2f} ms)", flush=True)  # fmt: skip
+                r = row
+                bar.write(f"[C={C:>3} {mode:>9}] {r['tokens_per_s']:9.1f} tok/s, step {r['step_ms_median']:.2f} ms, "
+                          f"TPOT median {r['tpot_ms_median']:.2f} ms (GDN {r['gdn_state_ms']:.2f} + commit "
+                          f"{r['commit_ms']:.2f} + draft {r['draft_ms']:.2f} + rest {r['rest_ms']:.2f} ms)"
+                          )  # fmt: skip
+            bar.update()
             payload["rows"].append(row)
             write_json(out_dir / f"{tag}.json", payload)
     free, _ = torch.cuda.mem_get_info()

@@ -1,6 +1,6 @@
 """The bytes a speculative step must move, and how often the protocol folds.
 
-Floor of one GDN layer-step for B requests (DESIGN §6): every step reads each row's checkpoint
+Floor of one GDN layer-step for B requests (docs/design.md, "the memory floor"): every step reads each row's checkpoint
 once (``B * HV*V*K*4`` bytes); a fold additionally writes it once, amortised over the protocol's
 flush interval. Ring records, activations and outputs are not counted (they are < 10% here), so
 the floor is a lower bound that no backend can beat.
@@ -12,7 +12,8 @@ import random
 
 
 def fold_rate(T: int, L: int, mode: str, steps: int = 20000, seed: int = 0) -> float:
-    """Folds per step of one slot under the ring protocol (DESIGN §3) with full or uniform acceptance."""
+    """Folds per step of one slot under the ring protocol (docs/design.md, "the ring protocol") with full or
+    uniform acceptance."""
     rng = random.Random(seed)
     write_pos, flush, folds = 0, False, 0
     for _ in range(steps):

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from ..ops import GDNShape
+from ..progress import progress
 from .backends import OURS, backends_for, peer_impl
 from .kernel_report import derive, plot_panels, point_line, table_columns
 from .point import bench_point
@@ -81,16 +82,19 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
     print(f"copy bandwidth (read + write): {bw / 1e12:.3f} TB/s | {len(grid)} points, geometry {cfg.geo}, "
           f"{str(cfg.dtype).removeprefix('torch.')}", flush=True)  # fmt: skip
     payload = {"env": env, "bandwidth": bw, "config": repr(cfg), "impls": impls, "points": [], "skipped": []}
-    for T, L, B in grid:
-        if cfg.max_seconds is not None and time.perf_counter() - t_start > cfg.max_seconds:
-            payload["skipped"].append({"T": T, "L": L, "B": B})
-            continue
-        row = bench_point(cfg, T, B, L, bw, backends(T), timer)
-        payload["points"].append(derive(row, impls))
-        print(point_line(row, impls), flush=True)
-        write_json(out_dir / f"{tag}.json", payload)
-        if B == cfg.batches[-1]:
-            _plot(out_dir / f"{tag}.png", payload["points"], impls, env)
+    with progress(len(grid), "kernels", unit="point") as bar:
+        for T, L, B in grid:
+            bar.update()
+            if cfg.max_seconds is not None and time.perf_counter() - t_start > cfg.max_seconds:
+                payload["skipped"].append({"T": T, "L": L, "B": B})
+                continue
+            bar.set_postfix_str(f"T={T} L={L} B={B}")
+            row = bench_point(cfg, T, B, L, bw, backends(T), timer)
+            payload["points"].append(derive(row, impls))
+            bar.write(point_line(row, impls))
+            write_json(out_dir / f"{tag}.json", payload)
+            if B == cfg.batches[-1]:
+                _plot(out_dir / f"{tag}.png", payload["points"], impls, env)
     payload["table"] = format_table(payload["points"], table_columns(impls))
     payload["wall_s"] = time.perf_counter() - t_start
     write_json(out_dir / f"{tag}.json", payload)

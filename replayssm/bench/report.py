@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import subprocess
@@ -15,14 +16,15 @@ COMMIT_ENV = "REPLAYSSM_COMMIT"
 
 
 def environment() -> dict:
-    """Versions, GPU, date and the commit (``git rev-parse``; where the checkout has no ``.git``, as on
-    the device machine, ``$REPLAYSSM_COMMIT``)."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent, timeout=5).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    commit = commit or os.environ.get(COMMIT_ENV, "")
+    """Versions, GPU, date and the commit: ``$REPLAYSSM_COMMIT`` when set (a copied checkout, as on the device
+    machine, may carry stale git metadata: seen there on 2026-11-30), else ``git rev-parse``."""
+    commit = os.environ.get(COMMIT_ENV, "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    cwd=Path(__file__).parent, timeout=5).stdout.strip()  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            commit = ""
     import triton
 
     from .. import __version__
@@ -62,9 +64,12 @@ def write_json(path: Path, payload: dict) -> None:
 
 
 def plot_lines(path: Path, panels: list[tuple[str, list[dict], list[tuple[str, str]]]], xkey: str, ylabel: str,
-               title: str, *, ncols: int | None = None) -> None:  # fmt: skip
-    """One subplot per panel: (panel title, rows, [(key, label)]) drawn against ``xkey`` on log-log axes,
-    ``ncols`` to a row (default: all in one row)."""
+               title: str, *, ncols: int | None = None, yscale: str = "log") -> None:  # fmt: skip
+    """One subplot per panel: (panel title, rows, [(key, label)]) drawn against ``xkey`` (log2 axis), ``ncols`` to
+    a row (default: all in one row). ``yscale="symlog"`` keeps zeros visible: linear below a decade under the
+    smallest positive value, logarithmic above. Raises ImportError without matplotlib."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,7 +77,7 @@ def plot_lines(path: Path, panels: list[tuple[str, list[dict], list[tuple[str, s
 
     ncols = min(ncols or len(panels), len(panels))
     nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4.5 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4.5 * nrows), squeeze=False, layout="constrained")
     for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
     for ax, (ptitle, rows, series) in zip(axes.flat, panels):
@@ -81,14 +86,18 @@ def plot_lines(path: Path, panels: list[tuple[str, list[dict], list[tuple[str, s
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=label)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        if yscale == "symlog":
+            positive = [r[k] for r in rows for k, _ in series if r.get(k)]
+            ax.set_yscale("symlog", linthresh=10 ** (math.floor(math.log10(min(positive))) - 1) if positive else 1e-12)
+            ax.set_ylim(0, 3 * max(positive) if positive else 1e-11)
+        else:
+            ax.set_yscale(yscale)
         ax.set_xlabel(xkey)
         ax.set_ylabel(ylabel)
-        ax.set_title(ptitle)
+        ax.set_title(textwrap.fill(ptitle, 60), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    fig.suptitle(textwrap.fill(title, int(11 * 5.5 * ncols)), fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

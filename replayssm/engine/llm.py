@@ -37,12 +37,14 @@ class LLM:
     lookup), "auto" (MTP when the checkpoint has an MTP head, else n-gram) or "none"; ``self.drafter``
     says which one runs. ``device``/``dtype`` default to CUDA/bf16 when a GPU is present, else CPU/fp32.
     ``max_slots`` bounds concurrent requests, ``max_len`` their length. ``shadow_backend``: run a second
-    GDN state pool of that backend in lockstep (``runner.states_equal``).
+    GDN state pool of that backend in lockstep (``runner.states_equal``). ``load_progress(nbytes)`` is called
+    as each weight file of a model folder has been read.
     """
 
     def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", window: int = 4,
                  drafter: str = "auto", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
-                 ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None):  # fmt: skip
+                 ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None,
+                 load_progress=None):  # fmt: skip
         if drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {DRAFTERS}, got {drafter!r}")
         if window < 1:
@@ -56,7 +58,7 @@ class LLM:
             self.model = model.to(device=device, dtype=dtype).eval()
         else:
             mtp = {"mtp": True, "auto": "auto"}.get(drafter, False) if window > 1 else False
-            self.model = load_model(model, dtype=dtype, device=device, mtp=mtp)
+            self.model = load_model(model, dtype=dtype, device=device, mtp=mtp, progress=load_progress)
             if (Path(model) / "tokenizer.json").is_file():
                 self.tokenizer = load_tokenizer(model)
         if drafter == "auto":

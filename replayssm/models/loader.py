@@ -47,7 +47,8 @@ def _unfuse(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
+def read_safetensors(folder: Path, progress=None) -> dict[str, torch.Tensor]:
+    """Every tensor of the folder's ``*.safetensors`` files, by canonical name; ``progress(nbytes)`` after each file."""
     from safetensors.torch import load_file
 
     files = sorted(folder.glob("*.safetensors"))
@@ -59,6 +60,8 @@ def read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
             c = _canonical(name)
             if c is not None:
                 tensors[c] = t
+        if progress is not None:
+            progress(f.stat().st_size)
     return _unfuse(tensors)
 
 
@@ -106,16 +109,18 @@ def _mtp_config(cfg: ModelConfig, tensors: dict[str, torch.Tensor], mtp, folder:
     return replace(cfg, mtp_num_hidden_layers=1)
 
 
-def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32, device="cpu", mtp=False) -> HybridLM:
+def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32, device="cpu", mtp=False,
+               progress=None) -> HybridLM:  # fmt: skip
     """Build and load the model of a Hugging Face folder.
 
     ``mtp``: False ignores the ``mtp.*`` tensors; True loads the MTP head (``MTPUnavailableError`` when the
     checkpoint has none); "auto" loads it when the checkpoint has ``mtp.*`` tensors. A loaded head is
     checked as strictly as the rest: every missing, unexpected or mis-shaped ``mtp.*`` tensor is named.
+    ``progress(nbytes)`` is called as each weight file has been read.
     """
     folder = Path(path)
     cfg = ModelConfig.from_file(folder)
-    tensors = read_safetensors(folder)
+    tensors = read_safetensors(folder, progress)
     cfg = _mtp_config(cfg, tensors, mtp, folder)
     with torch.device("meta"):
         model = HybridLM(cfg)

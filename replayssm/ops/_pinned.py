@@ -9,7 +9,7 @@ over the 4 K-lanes of the warp. How many rows a thread, a warp or a program hold
 row's arithmetic, so launches may size their programs freely; the K-split may never change in one
 kernel without the others (docs/kernels.md).
 
-The contract, per record (``e = exp(g)``, ``k^`` the normalised key, DESIGN order):
+The contract, per record (``e = exp(g)``, ``k^`` the normalised key, in the order of docs/design.md, "the math"):
 ``h *= e; r = (v - sum_K(h * k^)) * beta; h += k^ (x) r``.
 """
 

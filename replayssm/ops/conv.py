@@ -3,7 +3,7 @@
 Layouts: ``x`` [N, C] tokens; ``weight`` [C, W] (W = kernel size, 4 in Qwen3-Next/3.5); ``bias``
 [C] or None; ``conv_state`` [S, W-1, C], the last W-1 inputs of each slot, oldest first.
 
-For a speculative window the state must roll back to the last accepted token (DESIGN §4). The
+For a speculative window the state must roll back to the last accepted token (docs/design.md, "conv state"). The
 update op therefore leaves the state alone and records each row's conv inputs, state included,
 in ``scratch`` [B, W-1+T_max, C]; ``conv_commit`` then keeps the W-1 inputs that end at the last
 accepted token. These are plain PyTorch ops with device-side indexing only (no host sync), so

@@ -1,8 +1,8 @@
 """Moving committed slots: offload to CPU, restore into new slots, fork.
 
 A replay slot's committed state is its checkpoint *plus* the unfolded ring history, so a parked copy
-carries checkpoints, ring records and cursors together (DESIGN §3): nothing pending is dropped
-(SGLang issue 38485), and no extra fold is needed, so a restored slot continues bit for bit.
+carries checkpoints, ring records and cursors together (docs/design.md, "the ring protocol"): nothing pending
+is dropped (SGLang issue 38485), and no extra fold is needed, so a restored slot continues bit for bit.
 """
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def test_cli_user_errors_are_one_line(argv, flag, tmp_path, capsys):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     assert main(["bench", "kernels", *argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and err.startswith(f"replayssm: error: {flag}"), err
+    assert "\n" not in err and err.startswith(f"replayssm bench kernels: error: {flag}"), err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")

@@ -1,4 +1,4 @@
-"""An independent float64 implementation of DESIGN §2, written for the tests from the formulas alone.
+"""An independent float64 implementation of docs/design.md ("the math"), written for the tests from the formulas.
 
 It shares no code with replayssm: gating, normalisation and the delta-rule recurrence are spelled
 out again here so that a mistake in the library's references cannot hide behind itself.

@@ -1,27 +1,26 @@
-"""Command line of ``replayssm bench kernels`` and ``replayssm bench peers`` (registered by ``replayssm.cli``)."""
+"""replayssm bench kernels and replayssm bench peers."""
 
 from __future__ import annotations
 
 import os
-import sys
+
+from .common import RESULTS_DIR, UsageError, add_command, integer, number, power_of_two
 
 ROOT_HELP = "$REPLAYSSM_PEERS, else .peers/ in the repository"
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-def _error(msg: str) -> int:
-    print(f"replayssm: error: {msg}", file=sys.stderr)
-    return 2
-
-
 def add_parsers(bench) -> None:
     """Add ``kernels`` and ``peers`` to the ``replayssm bench`` subparsers."""
-    k = bench.add_parser("kernels", help="per-layer step time of every backend and SGLang peer vs the memory floor")
+    k = add_command(bench, "kernels", "per-layer step time of every backend and SGLang peer vs the memory floor",
+                    cmd_kernels)  # fmt: skip
     for name, default in (("--H", 16), ("--HV", 64), ("--K", 128), ("--V", 128)):
-        k.add_argument(name, type=int, default=default)
-    k.add_argument("--windows", type=int, nargs="+", default=[1, 2, 4, 8], help="window lengths T (1 = plain decode)")
-    k.add_argument("--rings", type=int, nargs="+", default=[16, 32], help="ring lengths L (those < 2T are skipped)")
-    k.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64, 128, 256])
+        k.add_argument(name, type=integer(1, 4096), default=default)
+    k.add_argument("--windows", type=integer(1, 64), nargs="+", default=[1, 2, 4, 8],
+                   help="window lengths T (1 = plain decode)")  # fmt: skip
+    k.add_argument("--rings", type=power_of_two(2), nargs="+", default=[16, 32],
+                   help="ring lengths L, powers of two (those < 2T are skipped)")  # fmt: skip
+    k.add_argument("--batches", type=integer(1, 65536), nargs="+", default=[1, 8, 32, 64, 128, 256])
     k.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="activations (default bf16; fp32 on cpu)")
     k.add_argument("--peers", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to time, or 'none'")
     k.add_argument("--peers-dir", default=None, help=f"folder holding sglang-<version>/ (default {ROOT_HELP})")
@@ -31,8 +30,9 @@ def add_parsers(bench) -> None:
         choices=["cuda", "cpu"],
         help="cpu: a smoke run of the bench code (Triton interpreter for the peers; tiny --H --HV --K --V)",
     )
-    k.add_argument("--target-ms", type=float, default=40.0, help="length of one timing trial (3 trials per step)")
-    k.add_argument("--max-seconds", type=float, default=None, help="start no new point after this long")
+    k.add_argument("--target-ms", type=number(0, lo_open=True), default=40.0,
+                   help="length of one timing trial (3 trials per step)")  # fmt: skip
+    k.add_argument("--max-seconds", type=number(0, lo_open=True), default=None, help="start no new point after this")
     k.add_argument(
         "--sweep",
         nargs="*",
@@ -40,32 +40,31 @@ def add_parsers(bench) -> None:
         help="replayssm launch shapes to time first: WARPSxROWS[xSTAGES] (e.g. 2x2x2 4x1x3)",
     )
     k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
-    k.add_argument("--out", default="bench/results", help="folder for the JSON and PNG")
+    k.add_argument("--out", default=RESULTS_DIR, help=f"folder for the JSON and PNG (default ./{RESULTS_DIR})")
     k.add_argument("--tag", default="kernels", help="file name stem of the outputs")
-    k.set_defaults(fn=cmd_kernels)
 
-    p = bench.add_parser("peers", help="extract the SGLang releases' kernel files from their wheels (for --peers-dir)")
+    p = add_command(bench, "peers", "extract the SGLang releases' kernel files from their wheels (for --peers-dir)",
+                    cmd_peers)  # fmt: skip
     p.add_argument("--wheels", nargs="*", default=[], help="sglang-<version>-*.whl files, or folders holding them")
     p.add_argument("--download", action="store_true", help="pip download the wheels that are not given")
     p.add_argument("--cache", default=None, help="download folder (default $REPLAYSSM_WHEEL_CACHE or ~/.cache/...)")
     p.add_argument("--dest", default=None, help=f"peers folder (default {ROOT_HELP})")
     p.add_argument("--releases", nargs="+", default=["0.5.16", "0.5.23"])
-    p.set_defaults(fn=cmd_peers)
 
 
 def cmd_peers(args) -> int:
-    from .peers.sglang import RELEASES, PeerKernelsError, default_root
-    from .peers.sglang.extract import extract_all
+    from ..bench.peers.sglang import RELEASES, PeerKernelsError, default_root
+    from ..bench.peers.sglang.extract import extract_all
 
     unknown = [v for v in args.releases if v not in RELEASES]
     if unknown:
-        return _error(f"--releases: no peer for {unknown}; known: {', '.join(RELEASES)}")
+        raise UsageError(f"--releases: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)}")
     dest = args.dest or default_root()
     try:
         done = extract_all([RELEASES[v] for v in args.releases], dest, wheels=args.wheels, download=args.download,
                            cache=args.cache)  # fmt: skip
     except PeerKernelsError as e:
-        return _error(f"--wheels/--download: {e}")
+        raise UsageError(f"--wheels/--download: {e}") from None
     for version, folder in done.items():
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         print(f"sglang {version}: {folder} ({size / 1024:.0f} KiB)")
@@ -75,8 +74,8 @@ def cmd_peers(args) -> int:
 def _config(args):
     import torch
 
+    from ..bench.kernels import KernelBenchConfig
     from ..ops import GDNShape
-    from .kernels import KernelBenchConfig
 
     dtype = getattr(torch, DTYPES[args.dtype or ("fp32" if args.device == "cpu" else "bf16")])
     peers = () if args.peers == ["none"] else tuple(args.peers)
@@ -92,22 +91,23 @@ def cmd_kernels(args) -> int:
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        return _error("--device cuda: no CUDA GPU here (--device cpu runs a smoke test; its times mean nothing)")
+        raise UsageError("--device cuda: no CUDA GPU here (--device cpu runs a smoke test; its times mean nothing)")
     if args.device == "cpu":
         if args.dtype == "bf16":
-            return _error("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
+            raise UsageError("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the peers' kernel files are loaded
+    _check_tiles(args)
     cfg = _config(args)
-    from .kernels import load_peers, run_kernel_bench
-    from .peers.sglang import RELEASES, PeerKernelsError
+    from ..bench.kernels import load_peers, run_kernel_bench
+    from ..bench.peers.sglang import RELEASES, PeerKernelsError
 
     unknown = [v for v in cfg.peers if v not in RELEASES]
     if unknown:
-        return _error(f"--peers: no peer for {unknown}; known: {', '.join(RELEASES)} or 'none'")
+        raise UsageError(f"--peers: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)} or 'none'")
     try:
         peers = load_peers(cfg)
     except PeerKernelsError as e:
-        return _error(f"--peers-dir: {e}")
+        raise UsageError(f"--peers-dir: {e}") from None
     if args.sweep is None and args.tile in (None, "best"):
         payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
     else:
@@ -116,13 +116,27 @@ def cmd_kernels(args) -> int:
     return 1 if failed else 0
 
 
+def _check_tiles(args) -> None:
+    from ..bench.sweep import parse_tile
+
+    flags = [("--sweep", spec) for spec in args.sweep or []]
+    flags += [("--tile", args.tile)] if args.tile not in (None, "best") else []
+    for flag, spec in flags:
+        try:
+            parse_tile(spec)
+        except ValueError as e:
+            raise UsageError(f"{flag} {spec}: {e} (e.g. 2x2x2)") from None
+    if args.tile == "best" and not args.sweep:
+        raise UsageError("--tile best: needs --sweep with the shapes to choose from")
+
+
 def _with_tiles(cfg, args, peers) -> dict:
     from pathlib import Path
 
-    from .kernels import run_kernel_bench
-    from .report import write_json
-    from .sweep import best_tile, parse_tile, sweep_tiles, tiles
-    from .timing import GraphTimer, copy_bandwidth
+    from ..bench.kernels import run_kernel_bench
+    from ..bench.report import write_json
+    from ..bench.sweep import best_tile, parse_tile, sweep_tiles, tiles
+    from ..bench.timing import GraphTimer, copy_bandwidth
 
     tile, swept = args.tile, []
     if args.sweep:

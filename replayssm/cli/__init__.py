@@ -1,0 +1,46 @@
+"""The replayssm command line (one module per subcommand; torch is imported only when a command runs)."""
+
+from __future__ import annotations
+
+import sys
+
+from .. import __version__
+from .common import Parser, UsageError, debug_enabled, report_usage_error
+
+DESCRIPTION = """\
+Exact, memory-lean speculative decoding for Gated DeltaNet hybrid models (Qwen3-Next, Qwen3.5):
+one checkpoint and a small ring of per-token inputs per request instead of a state snapshot per
+draft token, with a committed state bitwise equal to the recurrent baseline's."""
+
+EPILOG = """\
+Start with: replayssm demo. Each command has its own --help. The design and every command's
+flags are documented in docs/ (docs/design.md, docs/cli.md) of the repository."""
+
+
+def build_parser() -> Parser:
+    from . import bench, demo, drift, generate, memory
+
+    p = Parser(prog="replayssm", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--version", action="version", version=f"replayssm {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks (or set REPLAYSSM_DEBUG=1)")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    for module in (demo, generate, memory, drift, bench):
+        module.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    prog = "replayssm"
+    try:
+        args = parser.parse_args(argv)
+        prog = f"replayssm {args.cmd}" + (f" {args.bench}" if getattr(args, "bench", None) else "")
+        return args.fn(args)
+    except UsageError as e:
+        if debug_enabled(argv):
+            raise
+        return report_usage_error(e, prog)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

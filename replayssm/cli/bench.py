@@ -1,0 +1,63 @@
+"""replayssm bench: kernels and peers (cli/kernels.py), and e2e, the end-to-end GPU benchmark."""
+
+from __future__ import annotations
+
+from .common import UsageError, add_out, integer, number, power_of_two
+from .kernels import add_parsers as add_kernel_parsers
+
+
+def add_parser(sub) -> None:
+    bench = sub.add_parser("bench", help="GPU benchmarks: kernels, peers, e2e", description="GPU benchmarks.")
+    bench.add_argument("--debug", action="store_true", help="show tracebacks (or set REPLAYSSM_DEBUG=1)")
+    commands = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    add_kernel_parsers(commands)
+
+    from .common import add_command
+
+    e = add_command(commands, "e2e", "end-to-end decoding throughput, TPOT and capacity per backend (GPU)", run_e2e)
+    e.add_argument("--preset", default="qwen3.5-27b", help="dense preset from replayssm memory (random weights)")
+    e.add_argument("--layers", type=integer(1), default=None, help="keep only the first N layers (default: all)")
+    e.add_argument("--concurrency", type=integer(1, 8192), nargs="+", default=[1, 8, 32, 64, 128])
+    e.add_argument("--prompt-len", type=integer(1), default=128)
+    e.add_argument("--steps", type=integer(1), default=12, help="timed engine iterations per mode")
+    e.add_argument("--window", type=integer(2, 64), default=4, help="window length T (>= 2)")
+    e.add_argument("--mean-accepted", type=number(1), default=3.0,
+                   help="prescribed mean accepted length per step, in [1, --window]")  # fmt: skip
+    e.add_argument("--ring", type=power_of_two(2), default=16, help="ring length L: a power of two >= 2 x --window")
+    e.add_argument("--capacity-context", type=integer(1), default=1024, help="KV tokens per request, capacity test")
+    e.add_argument("--capacity-budget-gib", type=number(0, lo_open=True), default=None,
+                   help="default: free memory after the weights - 4 GiB")  # fmt: skip
+    e.add_argument("--modes", nargs="+", choices=["plain", "recurrent", "replay", "replay-mtp"],
+                   default=["plain", "recurrent", "replay"],
+                   help="replay-mtp: ReplaySSM, drafting with a random MTP head inside the step")  # fmt: skip
+    add_out(e, "e2e")
+
+
+def run_e2e(args) -> int:
+    import torch
+
+    from ..models.presets import PRESETS
+    from .common import check_ring
+
+    check_ring(args.ring, args.window)
+    if args.mean_accepted > args.window:
+        raise UsageError(f"--mean-accepted {args.mean_accepted} must be <= --window {args.window}")
+    preset = args.preset.lower()
+    if preset not in PRESETS:
+        raise UsageError(f"--preset {args.preset}: choose from {', '.join(PRESETS)}")
+    from ..bench.synthetic import preset_config
+
+    try:
+        preset_config(preset, args.layers)
+    except ValueError as e:
+        raise UsageError(f"--preset {preset} --layers {args.layers}: {e}") from None
+    if not torch.cuda.is_available():
+        raise UsageError("replayssm bench e2e needs a CUDA GPU (none here)")
+    from ..bench.e2e import E2EConfig, run_e2e
+
+    cfg = E2EConfig(preset=preset, layers=args.layers, concurrency=tuple(args.concurrency),
+                    prompt_len=args.prompt_len, steps=args.steps, window=args.window,
+                    mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
+                    capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes))  # fmt: skip
+    run_e2e(cfg, args.out, tag=args.tag)
+    return 0

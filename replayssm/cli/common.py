@@ -1,0 +1,168 @@
+"""What every subcommand shares: the parser that reports a user error in one line, range-checked flag
+types, the device flag and the results folder.
+
+A user error is one line on stderr naming the flag and what it accepts, exit status 2, no traceback
+(``--debug`` or ``REPLAYSSM_DEBUG=1`` shows it). Nothing here imports torch: ``replayssm --help`` must
+stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+DEBUG_ENV = "REPLAYSSM_DEBUG"
+RESULTS_DIR = "replayssm-results"  # default --out: beside the user's work, never the repository's bench/results
+
+
+class UsageError(Exception):
+    """A bad flag or input. The message names the flag and what it accepts; main() prints it in one line."""
+
+    def __init__(self, message: str, prog: str | None = None):
+        super().__init__(message)
+        self.prog = prog
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a user error is one line (no usage block) and exit status 2."""
+
+    def error(self, message: str):
+        raise UsageError(message.removeprefix("argument "), prog=self.prog)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows each option's default, unless it has none (None, False) or the help already says it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        none = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        if none or "default" in text or not action.option_strings:
+            return text
+        default = " ".join(map(str, action.default)) if isinstance(action.default, list) else action.default
+        return f"{text} (default: {default})" if text else f"default: {default}"
+
+
+def debug_enabled(argv: list[str]) -> bool:
+    return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def report_usage_error(err: UsageError, prog: str) -> int:
+    prog = err.prog or prog
+    print(f"{prog}: error: {err} (see {prog} --help)", file=sys.stderr)
+    return 2
+
+
+def _number(kind, text: str, lo, hi, lo_open: bool) -> int | float:
+    name = "an integer" if kind is int else "a number"
+    if lo is not None and hi is not None and not lo_open:
+        want = f"{name} from {lo} to {hi}"
+    elif lo is not None:
+        want = f"{name} {'>' if lo_open else '>='} {lo}" + (f" and <= {hi}" if hi is not None else "")
+    else:
+        want = name + (f" <= {hi}" if hi is not None else "")
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}")
+    too_low = lo is not None and (value <= lo if lo_open else value < lo)
+    if too_low or (hi is not None and value > hi):
+        raise argparse.ArgumentTypeError(f"must be {want}, got {text}")
+    return value
+
+
+def integer(lo: int | None = None, hi: int | None = None):
+    """An argparse type: an int in [lo, hi]."""
+    fn = lambda text: _number(int, text, lo, hi, False)
+    fn.__name__ = "integer"
+    return fn
+
+
+def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False):
+    """An argparse type: a finite float in [lo, hi] ((lo, hi] with ``lo_open``)."""
+    fn = lambda text: _number(float, text, lo, hi, lo_open)
+    fn.__name__ = "number"
+    return fn
+
+
+def power_of_two(lo: int = 2, hi: int = 1 << 16):
+    """An argparse type: a power of two in [lo, hi]."""
+
+    def fn(text: str) -> int:
+        value = _number(int, text, lo, hi, False)
+        if value & (value - 1):
+            raise argparse.ArgumentTypeError(f"must be a power of two >= {lo}, got {value}")
+        return value
+
+    fn.__name__ = "power_of_two"
+    return fn
+
+
+def check_ring(ring: int, window: int, *, ring_flag: str = "--ring", window_flag: str = "--window") -> None:
+    """The ring protocol needs L >= 2T (a window's records and the committed history fit at once)."""
+    if ring < 2 * window:
+        fit = 1 << (2 * window - 1).bit_length()
+        raise UsageError(f"{ring_flag} {ring} must be at least 2 x {window_flag} = {2 * window}: use {ring_flag} "
+                         f"{fit} or a {window_flag} of at most {ring // 2}")  # fmt: skip
+
+
+def device(name: str | None):
+    """``--device``: cuda, cuda:N or cpu; default cuda when a GPU is present."""
+    import torch
+
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"--device: must be cpu, cuda or cuda:N, got {name!r}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device: must be cpu, cuda or cuda:N, got {name!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {name}: no CUDA GPU here (use --device cpu)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UsageError(f"--device {name}: this machine has {torch.cuda.device_count()} GPU(s)")
+    return dev
+
+
+def add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when a GPU is present)")
+
+
+def add_out(p: argparse.ArgumentParser, tag: str) -> None:
+    p.add_argument("--out", default=RESULTS_DIR,
+                   help=f"folder for the JSON and PNG (default ./{RESULTS_DIR}; the repository's committed results "
+                        "live in bench/results/)")  # fmt: skip
+    p.add_argument("--tag", default=tag, help="file name stem of the outputs")
+
+
+def add_command(sub, name: str, help: str, fn) -> argparse.ArgumentParser:
+    """A subcommand with ``--debug`` (show the traceback of an error) and its handler."""
+    p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", formatter_class=HelpFormatter)
+    p.add_argument("--debug", action="store_true", help=f"show tracebacks (or set {DEBUG_ENV}=1)")
+    p.set_defaults(fn=fn)
+    return p
+
+
+def model_folder(text: str, flag: str = "--model"):
+    """A Hugging Face model folder (config.json, *.safetensors, tokenizer.json); a path to its config.json is
+    refused with the folder to pass instead."""
+    from pathlib import Path
+
+    path = Path(text).expanduser()
+    if path.is_file():
+        hint = f"give the folder that holds it: {flag} {path.parent}" if path.name == "config.json" else "give a folder"
+        raise UsageError(f"{flag} {text}: a file; the model is a folder (config.json, *.safetensors, "
+                         f"tokenizer.json): {hint}")  # fmt: skip
+    if not path.is_dir():
+        raise UsageError(f"{flag} {text}: no such folder")
+    missing = [n for n, ok in (("config.json", (path / "config.json").is_file()),
+                               ("*.safetensors", any(path.glob("*.safetensors")))) if not ok]  # fmt: skip
+    if missing:
+        raise UsageError(f"{flag} {text}: the folder has no {' and no '.join(missing)} (a Hugging Face model "
+                         "folder holds config.json, *.safetensors and tokenizer.json)")  # fmt: skip
+    return path

@@ -1,0 +1,88 @@
+"""replayssm generate: stream text from a model folder with speculative decoding."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from .common import UsageError, add_command, add_device, check_ring, device, integer, model_folder, number
+from .common import power_of_two as pow2
+
+
+def add_parser(sub) -> None:
+    g = add_command(sub, "generate", "stream text from a model folder with speculative decoding", run)
+    g.add_argument("--model", required=True,
+                   help="model folder with config.json, *.safetensors and tokenizer.json (the embedded one: "
+                        "replayssm/assets/tiny)")  # fmt: skip
+    g.add_argument("--prompt", required=True, help="the text to continue")
+    g.add_argument("--backend", choices=["replay", "recurrent"], default="replay")
+    g.add_argument("--drafter", choices=["auto", "mtp", "ngram", "none"], default="auto",
+                   help="draft with the model's MTP head, n-gram prompt lookup, or not at all (auto: MTP when the "
+                        "checkpoint has a head, else n-gram)")  # fmt: skip
+    g.add_argument("--window", type=integer(1, 64), default=4, help="window length T (1 = plain decode)")
+    g.add_argument("--ring", type=pow2(2), default=16, help="ring length L: a power of two >= 2 x --window")
+    g.add_argument("--max-new-tokens", type=integer(1), default=128)
+    g.add_argument("--max-len", type=integer(2), default=2048,
+                   help="KV positions per request: prompt + --max-new-tokens + --window must fit")  # fmt: skip
+    g.add_argument("--temperature", type=number(0), default=0.0, help="0 = greedy; > 0 samples")
+    g.add_argument("--seed", type=integer(0), default=0)
+    g.add_argument("--ignore-eos", action="store_true", help="keep going after the end-of-sequence token")
+    add_device(g)
+
+
+def _load(args, dev, folder):
+    from ..engine.llm import LLM
+    from ..models.loader import MTPUnavailableError
+    from ..progress import progress
+
+    size = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+    with progress(size, f"loading {folder.name}", unit="B", unit_scale=True) as bar:
+        try:
+            return LLM(folder, backend=args.backend, window=args.window, ring_len=args.ring, device=dev,
+                       drafter=args.drafter, max_len=args.max_len, load_progress=bar.update)  # fmt: skip
+        except MTPUnavailableError as e:
+            raise UsageError(f"--drafter mtp: {e}") from e
+        except (ValueError, OSError) as e:  # an unsupported config.json, missing or mis-shaped weights
+            raise UsageError(f"--model {args.model}: {e}") from e
+
+
+def run(args) -> int:
+    check_ring(args.ring, args.window)
+    if not args.prompt:
+        raise UsageError("--prompt: must not be empty")
+    folder = model_folder(args.model)
+    if not (folder / "tokenizer.json").is_file():
+        raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
+    llm = _load(args, device(args.device), folder)
+    ids = llm.encode(args.prompt)
+    need = len(ids) + args.max_new_tokens + llm.runner_config.window
+    if need > args.max_len:
+        raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {len(ids)} tokens, + --max-new-tokens "
+                         f"{args.max_new_tokens} + --window {llm.runner_config.window} = {need}; raise --max-len or "
+                         "shorten --prompt")  # fmt: skip
+    eng = llm.engine(temperature=args.temperature, seed=args.seed, ignore_eos=args.ignore_eos)
+    req = eng.add(ids, args.max_new_tokens)
+    print(args.prompt, end="", flush=True)
+    shown, t0 = "", time.perf_counter()
+    while eng.step():
+        shown = _stream(llm.decode(req.generated), shown, final=False)
+    _stream(llm.decode(req.generated), shown, final=True)
+    dt = time.perf_counter() - t0
+    eos = llm.model.config.eos_token_id
+    why = "end-of-sequence token" if req.generated and req.generated[-1] == eos and not args.ignore_eos else (
+        "--max-new-tokens")  # fmt: skip
+    print(flush=True)
+    print(f"[{len(req.generated)} tokens in {dt:.2f} s ({len(req.generated) / dt:.1f} tokens/s), {req.steps} steps, "
+          f"mean accepted {sum(req.accepted) / max(1, len(req.accepted)):.2f} of {llm.runner_config.window}, backend "
+          f"{args.backend}, drafter {llm.drafter}; stopped at the {why}]", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _stream(text: str, shown: str, *, final: bool) -> str:
+    """Print what ``text`` adds to ``shown``; an incomplete UTF-8 character at the end waits for its bytes."""
+    if not final:
+        text = text.rstrip("\ufffd")
+    if text.startswith(shown) and len(text) > len(shown):
+        print(text[len(shown) :], end="", flush=True)
+        return text
+    return shown

@@ -1,0 +1,58 @@
+"""replayssm memory: per-request GDN state bytes of both backends, and how many requests fit."""
+
+from __future__ import annotations
+
+from .common import UsageError, add_command, check_ring, integer, number, power_of_two
+
+
+def add_parser(sub) -> None:
+    m = add_command(sub, "memory", "per-request GDN state bytes of both backends, and how many requests fit", run)
+    m.add_argument("--model", required=True,
+                   help="a preset (qwen3.5-122b-a10b, qwen3-next-80b-a3b, ...; any case), a model folder or its "
+                        "config.json")  # fmt: skip
+    m.add_argument("--tp", type=integer(1, 1024), default=1, help="tensor-parallel size; must divide the GDN heads")
+    m.add_argument("--window", type=integer(1, 64), default=4, help="window length T (last accepted token + drafts)")
+    m.add_argument("--ring", type=power_of_two(2), default=16, help="ring length L: a power of two >= 2 x --window")
+    m.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16", help="activation dtype")
+    m.add_argument("--budget-gib", type=number(0, lo_open=True), default=40.0,
+                   help="GiB for request state on one GPU (> 0)")  # fmt: skip
+    m.add_argument("--context", type=integer(0), default=0,
+                   help="also count this many tokens of full-attention KV cache per request (>= 0)")  # fmt: skip
+    m.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def load_config(text: str):
+    """A preset name (case-insensitive), a model folder, or a config.json path -> (name, ModelConfig)."""
+    from pathlib import Path
+
+    from ..models.config import ModelConfig
+    from ..models.presets import PRESETS, preset
+
+    if text.lower() in PRESETS:
+        return text.lower(), preset(text.lower())
+    path = Path(text).expanduser()
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise UsageError(f"--model {text}: the folder has no config.json")
+    if not path.exists():
+        raise UsageError(f"--model {text}: neither a preset ({', '.join(PRESETS)}) nor a model folder or config.json")
+    try:
+        return text, ModelConfig.from_file(path)
+    except (ValueError, OSError) as e:
+        raise UsageError(f"--model {text}: {e}") from None
+
+
+def run(args) -> int:
+    import json
+
+    from ..models.memory import DTYPE_BYTES, format_plan, plan_memory
+
+    check_ring(args.ring, args.window)
+    name, cfg = load_config(args.model)
+    if cfg.H % args.tp or cfg.HV % args.tp:
+        ok = [t for t in range(1, cfg.H + 1) if cfg.H % t == 0 and cfg.HV % t == 0]
+        raise UsageError(f"--tp {args.tp} must divide the model's {cfg.H} GDN key heads and {cfg.HV} value heads: "
+                         f"one of {', '.join(map(str, ok))}")  # fmt: skip
+    plan = plan_memory(cfg, name=name, tp=args.tp, T=args.window, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
+                       budget_bytes=int(args.budget_gib * 2**30), context=args.context)  # fmt: skip
+    print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
+    return 0
