@@ -2,6 +2,10 @@
 
 TRITON_INTERPRET must be set before any @triton.jit function is created, i.e. before replayssm.ops
 is imported; conftest.py is imported first, so it is set here.
+
+CPU work in the tests is many tiny tensor operations; torch's intra-op threads only add barrier
+waits there, and on a shared machine those waits explode (one reference verify took 275 ms with two
+threads, 4.5 ms with one). The suite therefore runs torch single-threaded on the CPU.
 """
 
 import os
@@ -12,6 +16,7 @@ import torch
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -84,14 +84,15 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
     payload = {"env": env, "bandwidth": bw, "config": repr(cfg), "impls": impls, "points": [], "skipped": []}
     with progress(len(grid), "kernels", unit="point") as bar:
         for T, L, B in grid:
-            bar.update()
             if cfg.max_seconds is not None and time.perf_counter() - t_start > cfg.max_seconds:
                 payload["skipped"].append({"T": T, "L": L, "B": B})
+                bar.update()
                 continue
             bar.set_postfix_str(f"T={T} L={L} B={B}")
             row = bench_point(cfg, T, B, L, bw, backends(T), timer)
             payload["points"].append(derive(row, impls))
             bar.write(point_line(row, impls))
+            bar.update()
             write_json(out_dir / f"{tag}.json", payload)
             if B == cfg.batches[-1]:
                 _plot(out_dir / f"{tag}.png", payload["points"], impls, env)

@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     prog = "replayssm"
+    if not argv:  # a first try: show what there is
+        parser.print_help(sys.stderr)
+        return 2
     try:
         args = parser.parse_args(argv)
         prog = f"replayssm {args.cmd}" + (f" {args.bench}" if getattr(args, "bench", None) else "")

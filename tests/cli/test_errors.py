@@ -92,6 +92,12 @@ def test_user_error_is_one_line_exit_2(argv, flag, phrase, capsys):
     assert "Traceback" not in cap.err + cap.out
 
 
+def test_no_command_prints_the_help(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: replayssm") and "demo" in err and "docs/cli.md" in err
+
+
 def test_debug_shows_the_exception(monkeypatch):
     with pytest.raises(UsageError, match="--tp"):
         main(["memory", "--model", "qwen3.5-4b", "--tp", "0", "--debug"])
@@ -100,15 +106,19 @@ def test_debug_shows_the_exception(monkeypatch):
         main(["memory", "--model", "qwen3.5-4b", "--budget-gib", "-1"])
 
 
+COMMANDS = ["demo", "generate", "memory", "drift", "bench", "bench kernels", "bench peers", "bench e2e"]
+
+
 def test_as_a_process_no_traceback_and_no_torch_for_help():
     """The installed entry point: exit 2 and one line; --help and --version never import torch (fast)."""
     bad = subprocess.run([sys.executable, "-m", "replayssm.cli", "memory", "--model", "qwen3.5-4b", "--tp", "0"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
-    code = ("import sys; from replayssm.cli import main\n"
-            "for argv in (['--help'], ['--version'], ['memory', '--help'], ['bench', 'kernels', '--help']):\n"
+    code = (f"import sys; from replayssm.cli import main\nCOMMANDS = {COMMANDS!r}\n"
+            "for argv in (['--help'], ['--version'], *[[*c.split(), '--help'] for c in COMMANDS]):\n"
             "    try: main(argv)\n    except SystemExit as e: assert e.code == 0\n"
             "assert 'torch' not in sys.modules, 'torch imported'")  # fmt: skip
     ok = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
-    assert "replayssm 0.1.0" in ok.stdout and "``" not in ok.stdout and "usage: replayssm" in ok.stdout
+    assert "replayssm 0.1.0" in ok.stdout and "``" not in ok.stdout
+    assert all(f"usage: replayssm {c}" in ok.stdout for c in COMMANDS)

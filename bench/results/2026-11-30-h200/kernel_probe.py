@@ -57,8 +57,14 @@ def inputs(lens, H, HV, K, V, dtype, gen):
     return dict(q=r(N, H, K), k=r(N, H, K), v=r(N, HV, V), a=r(N, HV), b=r(N, HV), cu_seqlens=cu.to(DEV))
 
 
-SHAPES = [launch.TileConfig(4, 1), launch.TileConfig(2, 1), launch.TileConfig(8, 1), launch.TileConfig(1, 1, 32),
-          launch.TileConfig(4, 2), launch.TileConfig(2, 1, 64)]
+SHAPES = [
+    launch.TileConfig(4, 1),
+    launch.TileConfig(2, 1),
+    launch.TileConfig(8, 1),
+    launch.TileConfig(1, 1, 32),
+    launch.TileConfig(4, 2),
+    launch.TileConfig(2, 1, 64),
+]
 
 
 def _sync(tag):
@@ -89,15 +95,17 @@ def chain(name, S, H, HV, K, V, T, L, dtype, B, steps, ref_every=25, seed=0):
         st = torch.tensor(slots, dtype=torch.int32, device=DEV)
         kw = dict(A_log=A_log, dt_bias=dt_bias, slots=st, cu_seqlens=x["cu_seqlens"])
         snaps = torch.full((len(lens), T, HV, V, K), float("nan"), device=DEV)
-        o_base = gdn_recurrent(x["q"], x["k"], x["v"], x["a"], x["b"], state=state, snapshots=snaps,
-                               update_state=False, **kw)
+        o_base = gdn_recurrent(
+            x["q"], x["k"], x["v"], x["a"], x["b"], state=state, snapshots=snaps, update_state=False, **kw
+        )
         _sync("recurrent")
         live = [s for s in slots if s >= 0]
         folds += int(ring.cursors.flush[live].sum())
         if step % ref_every == 0:
             ck2, ring2 = ckpt.clone(), ring.clone()
-            o_ref = gdn_replay_verify_reference(x["q"], x["k"], x["v"], x["a"], x["b"], checkpoint=ck2, ring=ring2,
-                                                **kw)
+            o_ref = gdn_replay_verify_reference(
+                x["q"], x["k"], x["v"], x["a"], x["b"], checkpoint=ck2, ring=ring2, **kw
+            )
         if os.environ.get("PROBE_SYNC"):
             torch.cuda.synchronize()
             log(f"  step {step}: verify {SHAPES[step % len(SHAPES)]} fold {SHAPES[(step + 3) % len(SHAPES)]}")
@@ -129,12 +137,30 @@ def chain(name, S, H, HV, K, V, T, L, dtype, B, steps, ref_every=25, seed=0):
             log(f"  {name}: NOT BITWISE at step {step}: slots {bad[:8]}, max |diff| {d:.3e}")
             ok = False
             break
-    row = dict(name=name, S=S, H=H, HV=HV, K=K, V=V, T=T, L=L, dtype=str(dtype), B=B, steps=step + 1, folds=folds,
-               retries=retries, bitwise=ok, out_err_vs_baseline=worst, out_err_vs_reference=worst_ref,
-               seconds=time.time() - t0)
+    row = dict(
+        name=name,
+        S=S,
+        H=H,
+        HV=HV,
+        K=K,
+        V=V,
+        T=T,
+        L=L,
+        dtype=str(dtype),
+        B=B,
+        steps=step + 1,
+        folds=folds,
+        retries=retries,
+        bitwise=ok,
+        out_err_vs_baseline=worst,
+        out_err_vs_reference=worst_ref,
+        seconds=time.time() - t0,
+    )
     RES["chains"].append(row)
-    log(f"chain {name}: bitwise={ok} steps={step + 1} folds={folds} retries={retries} err_vs_base={worst:.2e} "
-        f"err_vs_ref={worst_ref:.2e} ({time.time() - t0:.1f}s)")
+    log(
+        f"chain {name}: bitwise={ok} steps={step + 1} folds={folds} retries={retries} err_vs_base={worst:.2e} "
+        f"err_vs_ref={worst_ref:.2e} ({time.time() - t0:.1f}s)"
+    )
     save()
     return ok
 
@@ -195,8 +221,19 @@ def make_x(B, T, dtype=torch.bfloat16, seed=0):
 
 
 def call(fn, x, **kw):
-    return fn(x["q"], x["k"], x["v"], x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"], slots=x["slots"],
-              cu_seqlens=x["cu_seqlens"], validate=False, **kw)
+    return fn(
+        x["q"],
+        x["k"],
+        x["v"],
+        x["a"],
+        x["b"],
+        A_log=x["A_log"],
+        dt_bias=x["dt_bias"],
+        slots=x["slots"],
+        cu_seqlens=x["cu_seqlens"],
+        validate=False,
+        **kw,
+    )
 
 
 def t_recurrent(B, T, decode=False):
@@ -205,6 +242,7 @@ def t_recurrent(B, T, decode=False):
     state = torch.randn(nl, B, GEO["HV"], GEO["V"], GEO["K"], device=DEV) * 0.05
     o = torch.empty_like(x["v"])
     if decode:
+
         def step():
             for i in range(nl):
                 call(gdn_recurrent, x, state=state[i], out=o)
@@ -216,8 +254,8 @@ def t_recurrent(B, T, decode=False):
             for i in range(nl):
                 call(gdn_recurrent, x, state=state[i], snapshots=snaps[i], update_state=False, out=o)
             commit_snapshots(state, snaps, x["slots"], n, validate=False)
+
     t = time_graph(capture(step)) / nl * 1e6
-    del state, x
     free()
     return t
 
@@ -229,8 +267,11 @@ def t_replay(B, T, L, mode, fixed_wp=None):
     ckpt = torch.randn(nl, B, GEO["HV"], GEO["V"], GEO["K"], device=DEV) * 0.05
     rings = [Ring.allocate(B, GEO["H"], GEO["HV"], GEO["K"], GEO["V"], L=L, window=T, device=DEV)]
     for _ in range(nl - 1):
-        rings.append(Ring.allocate(B, GEO["H"], GEO["HV"], GEO["K"], GEO["V"], L=L, window=T, device=DEV,
-                                   cursors=rings[0].cursors))
+        rings.append(
+            Ring.allocate(
+                B, GEO["H"], GEO["HV"], GEO["K"], GEO["V"], L=L, window=T, device=DEV, cursors=rings[0].cursors
+            )
+        )
     c = rings[0].cursors
     o = torch.empty_like(x["v"])
     full = torch.full((B,), T, dtype=torch.int32, device=DEV)
@@ -255,14 +296,12 @@ def t_replay(B, T, L, mode, fixed_wp=None):
         c.write_pos.fill_(wp)
         c.flush.fill_(int(mode == "flush"))
     t = time_graph(capture(step)) / nl * 1e6
-    del ckpt, rings, x
     free()
     return t
 
 
 @jit
-def _stream_kernel(src, dst, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, BVP: tl.constexpr,
-                   TILE: tl.constexpr):
+def _stream_kernel(src, dst, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, BVP: tl.constexpr, TILE: tl.constexpr):
     i_v = gl.program_id(0)
     i_h = gl.program_id(1)
     rows0 = i_v * BVP + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
@@ -290,7 +329,6 @@ def t_stream(B, W, R, BVP):
         _stream_kernel[(GEO["V"] // BVP, src.shape[0])](src, dst, GEO["K"], GEO["V"], BV, BVP, lay, num_warps=W)
 
     t = time_graph(capture(step)) / nl * 1e6
-    del src, dst
     free()
     return t
 
@@ -299,7 +337,6 @@ def copy_bw():
     a = torch.empty(1 << 29, device=DEV).uniform_()
     b = torch.empty_like(a)
     t = time_graph(capture(lambda: b.copy_(a)))
-    del a, b
     free()
     return 2 * (1 << 31) / t
 
@@ -324,13 +361,26 @@ def main():
     if not ok:
         log("correctness gate FAILED")
         return
-    cfgs = [launch.TileConfig(4, 2, stages=2), launch.TileConfig(4, 1, stages=2), launch.TileConfig(4, 1, stages=4),
-            launch.TileConfig(2, 2, stages=2)]
+    cfgs = [
+        launch.TileConfig(4, 2, stages=2),
+        launch.TileConfig(4, 1, stages=2),
+        launch.TileConfig(4, 1, stages=4),
+        launch.TileConfig(2, 2, stages=2),
+    ]
     for cfg in cfgs:
         with launch.override(verify=cfg):
             for mode in ("nonflush", "random", "flush"):
-                record(kind="replay", B=256, T=4, L=16, mode=mode, W=cfg.num_warps, R=cfg.rows_per_thread,
-                       S=cfg.stages, us=t_replay(256, 4, 16, mode))
+                record(
+                    kind="replay",
+                    B=256,
+                    T=4,
+                    L=16,
+                    mode=mode,
+                    W=cfg.num_warps,
+                    R=cfg.rows_per_thread,
+                    S=cfg.stages,
+                    us=t_replay(256, 4, 16, mode),
+                )
     for B in (8, 64):
         for mode in ("random", "nonflush", "flush"):
             record(kind="replay", B=B, T=4, L=16, mode=mode, us=t_replay(B, 4, 16, mode))
