@@ -100,7 +100,7 @@ class KVCache:
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
         rows = self.rows(slots)
         self.lens.index_add_(0, rows, torch.where(slots >= 0, num_accepted, 0).to(torch.int32))
-        self.lens[self.num_slots] = 0
+        self.lens.narrow(0, self.num_slots, 1).zero_()  # the padding row; graph-safe (no host scalar copy)
 
     def reset(self, slots: torch.Tensor) -> None:
         self.lens[slots.long()] = 0
