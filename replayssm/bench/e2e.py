@@ -6,13 +6,17 @@ prescribed acceptance (``BenchmarkAcceptance``: the tokens are meaningless, the 
 real) so that the comparison isolates the state handling. ``replay-mtp`` is the ReplaySSM engine
 drafting with a (random) MTP head inside the step, at the same prescribed acceptance: what counts
 there is the drafting's share of a step (``draft_ms``, timed alone as a CUDA graph). Every step is a
-CUDA graph; times are wall-clock per engine iteration (host work included), measured with CUDA events.
+CUDA graph (forward, acceptance and commit: ``ModelRunner.step_and_commit``); times are wall-clock per engine
+iteration (host work included), measured with CUDA events. Every row carries the byte floor of its step
+(``bench.bytes``), and replay rows the byte-model bound over recurrent next to the measured ratio; ``--peak``
+finds each backend's best concurrency in one memory budget (``bench.peak``).
 """
 
 from __future__ import annotations
 
 import gc
 import statistics
+import time
 from dataclasses import dataclass, replace
 
 import torch
@@ -21,7 +25,6 @@ from ..engine.engine import Engine
 from ..engine.runner import ModelRunner, RunnerConfig
 from ..engine.spec import BenchmarkAcceptance
 from ..models.step import Step, StepKind
-from ..progress import progress
 from .timing import capture, time_graph
 
 MODES = ("plain", "recurrent", "replay", "replay-mtp")
@@ -41,18 +44,45 @@ class E2EConfig:
     capacity_budget_gib: float | None = None
     seed: int = 0
     modes: tuple[str, ...] = ("plain", "recurrent", "replay")
+    phases: bool = True  # time the GDN state work alone (two extra graphs per row)
+    peak: bool = False  # the peak-throughput search (bench.peak) after the rows
+    peak_steps: int = 8
 
 
 def _free():
     gc.collect()
-    torch.cuda.empty_cache()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
-def _runner(model, mode, C, cfg: E2EConfig, max_len):
+class _Clock:
+    """Milliseconds of one engine iteration: CUDA events on the GPU, the wall clock on the CPU (smoke runs)."""
+
+    def __init__(self, cuda: bool):
+        self.cuda = cuda
+        if cuda:
+            self.a, self.b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def start(self):
+        if self.cuda:
+            self.a.record()
+        else:
+            self.t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        if not self.cuda:
+            return (time.perf_counter() - self.t0) * 1e3
+        self.b.record()
+        self.b.synchronize()
+        return self.a.elapsed_time(self.b)
+
+
+def _runner(model, mode, C, cfg: E2EConfig, max_len, kv_tokens=None):
     backend = {"plain": "recurrent", "replay-mtp": "replay"}.get(mode, mode)
     window = 1 if mode == "plain" else cfg.window
     return ModelRunner(model, RunnerConfig(backend=backend, max_slots=C, max_len=max_len, window=window,
                                            ring_len=cfg.ring_len, cuda_graphs=True, validate=False,
+                                           kv_tokens=kv_tokens,
                                            device_drafter="mtp" if mode == "replay-mtp" else None))  # fmt: skip
 
 
@@ -90,10 +120,17 @@ def _phase_times(runner: ModelRunner, kind: StepKind, C: int, T: int, accept) ->
     return {"gdn_state_ms": (t_all - t_commit) * 1e3, "commit_ms": t_commit * 1e3}
 
 
-def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts) -> dict:
+def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int | None = None,
+             steps: int | None = None, phases: bool | None = None) -> dict:  # fmt: skip
+    """One row: C requests of ``mode`` decoding for ``steps`` timed engine iterations. ``context``: the rows
+    hold that many KV tokens in the middle of the run (the prompt, then padding: ``ModelRunner.pad_kv``), in a
+    paged KV cache sized for exactly that (the peak mode); default: just the prompt and what is generated."""
+    steps = steps or cfg.steps
     T = 1 if mode == "plain" else cfg.window
-    max_new = (cfg.steps + 4) * T + 1
-    runner = _runner(model, mode, C, cfg, cfg.prompt_len + max_new + T)
+    max_new = (steps + 4) * T + 1
+    extra = max(0, context - cfg.prompt_len - max_new // 2) if context else 0
+    max_len = cfg.prompt_len + extra + max_new + T
+    runner = _runner(model, mode, C, cfg, max_len, kv_tokens=C * max_len if context else None)
     bench = None
     if mode != "plain":
         bench = BenchmarkAcceptance(cfg.mean_accepted, T, seed=cfg.seed, meaningless_outputs=True)
@@ -101,137 +138,133 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts) -> dict:
     eng = Engine(runner, drafter=drafter, benchmark_acceptance=bench)
     for p in prompts[:C]:
         eng.add(p, max_new)
-    torch.cuda.reset_peak_memory_stats()
-    eng.step()  # prefill everybody + first step (captures the graph)
+    cuda = runner.device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    eng.step()  # prefill everybody (batched) + first step (captures the graph)
+    if extra:
+        runner.pad_kv([r.slot for r in eng.requests], extra)
     eng.step()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    step_ms, tpot, tokens = [], [], 0
-    for _ in range(cfg.steps):
+    clock = _Clock(cuda)
+    step_ms, tpot, tokens, held = [], [], 0, []
+    for _ in range(steps):
         before = [len(r.generated) for r in eng.requests]
-        start.record()
+        held.append(sum(runner.kv_len(r.slot) for r in eng.requests if r.slot is not None) / C)
+        clock.start()
         eng.step()
-        end.record()
-        end.synchronize()
-        ms = start.elapsed_time(end)
+        ms = clock.stop()
         emitted = [len(r.generated) - b for r, b in zip(eng.requests, before)]
         step_ms.append(ms)
         tpot += [ms / n for n in emitted if n > 0]
         tokens += sum(emitted)
     mem = runner.memory_report()
     row = {
-        "mode": mode, "C": C, "T": T, "steps": cfg.steps, "tokens": tokens,
+        "mode": mode, "C": C, "T": T, "steps": steps, "tokens": tokens, "context": statistics.mean(held),
         "tokens_per_s": tokens / (sum(step_ms) / 1e3), "step_ms_median": statistics.median(step_ms),
         "tpot_ms_median": statistics.median(tpot), "tpot_ms_p90": sorted(tpot)[int(0.9 * (len(tpot) - 1))],
-        "mean_accepted": tokens / (C * cfg.steps), "peak_gpu_bytes": torch.cuda.max_memory_allocated(),
+        "mean_accepted": tokens / (C * steps), "peak_gpu_bytes": torch.cuda.max_memory_allocated() if cuda else 0,
         "speculative_scratch_bytes": mem["speculative_scratch"], "ring_bytes": mem["rings"],
-        "state_bytes": mem["total"],
+        "state_bytes": mem["total"], "kv_bytes": runner.kv.nbytes,
     }  # fmt: skip
-    full = torch.full((C,), T, dtype=torch.int32, device=runner.device)  # T = 1 for plain decode
-    row.update(_phase_times(runner, StepKind.DECODE if mode == "plain" else StepKind.VERIFY, C, T, lambda: full))
-    row["draft_ms"] = _draft_ms(runner, C) if runner.drafter is not None else 0.0
-    row["draft_share"] = row["draft_ms"] / row["step_ms_median"]
-    row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"] - row["draft_ms"]
+    if cuda and (cfg.phases if phases is None else phases):
+        full = torch.full((C,), T, dtype=torch.int32, device=runner.device)  # T = 1 for plain decode
+        row.update(_phase_times(runner, StepKind.DECODE if mode == "plain" else StepKind.VERIFY, C, T, lambda: full))
+        row["draft_ms"] = _draft_ms(runner, C) if runner.drafter is not None else 0.0
+        row["draft_share"] = row["draft_ms"] / row["step_ms_median"]
+        row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"] - row["draft_ms"]
     del eng, runner
     _free()
     return row
 
 
-def max_concurrency(model, backend: str, cfg: E2EConfig, budget_bytes: int) -> int:
-    """The most slots whose pool + KV cache can really be allocated within ``budget_bytes``."""
-    base = torch.cuda.memory_allocated()
+def describe(row: dict) -> str:
+    if row.get("oom"):
+        return "does not fit in GPU memory"
+    if row.get("error"):
+        return f"failed: {row['error']}"
+    s = (f"{row['tokens_per_s']:9.1f} tok/s, step {row['step_ms_median']:.2f} ms (floor {row['floor_ms']:.2f} ms, "
+         f"{row['x_floor']:.2f}x), TPOT median {row['tpot_ms_median']:.2f} ms")  # fmt: skip
+    if "gdn_state_ms" in row:
+        s += f" (GDN {row['gdn_state_ms']:.2f} + commit {row['commit_ms']:.2f} + rest {row['rest_ms']:.2f} ms)"
+    return s
 
-    def fits(C):
-        try:
-            r = _runner(model, backend, C, cfg, cfg.capacity_context)
-            ok = torch.cuda.memory_allocated() - base <= budget_bytes
-            del r
-        except torch.OutOfMemoryError:
-            ok = False
+
+def measure(model, mode, C, cfg, prompts, machine, **kw) -> dict:
+    """``run_mode`` with its floor (``bench.bytes``); a row that does not fit or fails is recorded as such."""
+    from .bytes import step_bytes
+
+    try:
+        row = run_mode(model, mode, C, cfg, prompts, **kw)
+    except torch.OutOfMemoryError:
         _free()
-        return ok
-
-    lo, hi = 0, 1
-    while hi <= 8192 and fits(hi):
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+        return {"mode": mode, "C": C, "oom": True}
+    except Exception as e:  # noqa: BLE001 - one failing row must not lose the rest of a GPU run
+        _free()
+        return {"mode": mode, "C": C, "error": f"{type(e).__name__}: {e}"[:300]}
+    sb = step_bytes(machine["model_bytes"], model.config, mode, C, row["T"], row["context"], ring_len=cfg.ring_len,
+                    mean_accepted=1.0 if mode == "plain" else cfg.mean_accepted)  # fmt: skip
+    row["bytes"] = sb.as_dict()
+    row["byte_floor_ms"] = sb.total / machine["bandwidth"] * 1e3
+    row["floor_ms"], row["floor_bound"] = sb.floor_ms(machine["bandwidth"], machine["gemm_rate"])
+    row["x_floor"] = row["step_ms_median"] / row["floor_ms"]
+    return row
 
 
 def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
     from pathlib import Path
 
-    from .report import environment, format_table, header, plot_lines, write_json
+    from .bytes import ModelBytes, gemm_rate
+    from .e2e_report import compare, peak_summary, plot, tables
+    from .peak import run_peak
+    from .report import environment, header, write_json
     from .synthetic import preset_config, random_model
+    from .timing import copy_bandwidth
 
     out_dir = Path(out_dir)
     env = environment()
     print(header(env), flush=True)
     mc = preset_config(cfg.preset, cfg.layers)
+    kind = f"MoE, {mc.num_experts} experts, top {mc.top_k}" if mc.num_experts else "dense"
     print(f"building {cfg.preset} ({mc.num_layers} layers: {len(mc.gdn_layers)} GDN + {len(mc.attention_layers)} "
-          f"attention), random bf16 weights ...", flush=True)  # fmt: skip
+          f"attention; {kind}), random bf16 weights ...", flush=True)  # fmt: skip
     if "replay-mtp" in cfg.modes:  # a random one-layer MTP head, drafting on the device
         mc = replace(mc, mtp_num_hidden_layers=1)
-    model = random_model(mc, seed=cfg.seed)
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # the CPU: a smoke run of the harness
+    model = random_model(mc, seed=cfg.seed, device=dev, dtype=torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    model.fuse_projections()
+    machine = {"bandwidth": copy_bandwidth(dev), "gemm_rate": gemm_rate(dev), "model_bytes": ModelBytes.of(model)}
+    bw, rate, wb = machine["bandwidth"] / 1e12, machine["gemm_rate"] / 1e12, machine["model_bytes"].weights(1) / 1e9
+    print(f"copy bandwidth {bw:.2f} TB/s, bf16 GEMM {rate:.0f} TFLOP/s, weights of a 1-token step {wb:.2f} GB",
+          flush=True)  # fmt: skip
     g = torch.Generator().manual_seed(cfg.seed)
-    prompts = [
-        torch.randint(0, mc.vocab_size, (cfg.prompt_len,), generator=g).tolist() for _ in range(max(cfg.concurrency))
-    ]
-    payload = {"env": env, "config": repr(cfg), "weights_bytes": weights, "rows": [], "capacity": {}}
-    runs = [(C, mode) for C in cfg.concurrency for mode in cfg.modes]
-    with progress(len(runs), "e2e", unit="run") as bar:
-        for C, mode in runs:
-            bar.set_postfix_str(f"C={C} {mode}")
-            try:
-                row = run_mode(model, mode, C, cfg, prompts)
-            except torch.OutOfMemoryError:
-                _free()
-                row = {"mode": mode, "C": C, "oom": True}
-                bar.write(f"[C={C:>3} {mode:>9}] does not fit in GPU memory")
-            else:
-                r = row
-                bar.write(f"[C={C:>3} {mode:>9}] {r['tokens_per_s']:9.1f} tok/s, step {r['step_ms_median']:.2f} ms, "
-                          f"TPOT median {r['tpot_ms_median']:.2f} ms (GDN {r['gdn_state_ms']:.2f} + commit "
-                          f"{r['commit_ms']:.2f} + draft {r['draft_ms']:.2f} + rest {r['rest_ms']:.2f} ms)"
-                          )  # fmt: skip
-            bar.update()
+    pool = []
+
+    def prompts(n):
+        while len(pool) < n:
+            pool.append(torch.randint(0, mc.vocab_size, (cfg.prompt_len,), generator=g).tolist())
+        return pool[:n]
+
+    payload = {"env": env, "config": repr(cfg), "model": {"preset": cfg.preset, "layers": mc.num_layers,
+               "experts": mc.num_experts}, "weights_bytes": sum(p.numel() * p.element_size() for p in
+               model.parameters()), "bandwidth": machine["bandwidth"], "gemm_rate": machine["gemm_rate"],
+               "rows": []}  # fmt: skip
+    for C in cfg.concurrency:
+        for mode in cfg.modes:
+            print(f"[C={C:>3} {mode:>10}] ...", end=" ", flush=True)
+            row = measure(model, mode, C, cfg, prompts(C), machine)
+            print(describe(row), flush=True)
             payload["rows"].append(row)
             write_json(out_dir / f"{tag}.json", payload)
-    free, _ = torch.cuda.mem_get_info()
-    budget = int(cfg.capacity_budget_gib * 2**30) if cfg.capacity_budget_gib else int(free - (4 << 30))
-    for backend in ("recurrent", "replay"):
-        payload["capacity"][backend] = max_concurrency(model, backend, cfg, budget)
-    payload["capacity"]["budget_bytes"] = budget
-    payload["capacity"]["context"] = cfg.capacity_context
-    print(f"max concurrency in {budget / 2**30:.1f} GiB at {cfg.capacity_context} tokens of context: recurrent "
-          f"{payload['capacity']['recurrent']}, replay {payload['capacity']['replay']}", flush=True)  # fmt: skip
-    ok = [r for r in payload["rows"] if not r.get("oom")]
-    by = {(r["mode"], r["C"]): r for r in ok}
-    for r in ok:
-        if r["mode"] in ("replay", "replay-mtp"):
-            for other in ("recurrent", "plain"):
-                if (other, r["C"]) in by:
-                    r[f"speedup_vs_{other}"] = r["tokens_per_s"] / by[(other, r["C"])]["tokens_per_s"]
-    cols = [
-        ("C", "C", "d"), ("mode", "mode", "s"), ("tokens_per_s", "tok/s", ".1f"), ("tpot_ms_median", "TPOT p50", ".2f"),
-        ("tpot_ms_p90", "TPOT p90", ".2f"), ("gdn_state_ms", "GDN ms", ".2f"), ("commit_ms", "commit ms", ".2f"),
-        ("draft_ms", "draft ms", ".2f"), ("draft_share", "draft/step", ".3f"), ("rest_ms", "rest ms", ".2f"),
-        ("peak_gpu_bytes", "peak GB", ".3g"),
-        ("speedup_vs_recurrent", "vs recur", ".2f"), ("speedup_vs_plain", "vs plain", ".2f"),
-    ]  # fmt: skip
-    for r in ok:
-        r["peak_gpu_bytes"] = r["peak_gpu_bytes"] / 1e9
-    payload["table"] = format_table(ok, cols)
+    compare(payload["rows"])
+    if cfg.peak:
+        free = torch.cuda.mem_get_info()[0] if dev.type == "cuda" else 0
+        budget = int(cfg.capacity_budget_gib * 2**30) if cfg.capacity_budget_gib else int(free - (4 << 30))
+        payload["peak_budget_bytes"], payload["peak_context"] = budget, cfg.capacity_context
+        payload["peak"] = run_peak(model, cfg, prompts, machine, budget)
+        payload["peak_summary"] = peak_summary(payload["peak"])
+    payload["table"] = tables(payload)
     write_json(out_dir / f"{tag}.json", payload)
-    names = {"plain": "plain decode", "recurrent": "recurrent spec", "replay": "ReplaySSM spec",
-             "replay-mtp": "ReplaySSM spec, MTP drafts"}  # fmt: skip
-    series = [(m, names[m]) for m in cfg.modes]
-    panels = []
-    for key, title in (("tokens_per_s", "output tokens/s"), ("tpot_ms_median", "median TPOT (ms)")):
-        rows = [{"C": r["C"], **{m: r[key] for m in cfg.modes if r["mode"] == m}} for r in ok]
-        panels.append((title, rows, series))
-    plot_lines(out_dir / f"{tag}.png", panels, "C", "", header(env))
+    plot(out_dir / f"{tag}.png", payload, cfg.modes, f"{header(env)}\n{cfg.preset}, T={cfg.window}, "
+         f"{cfg.mean_accepted} accepted per step")  # fmt: skip
     print(payload["table"], flush=True)
     return payload

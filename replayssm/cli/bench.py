@@ -15,7 +15,8 @@ def add_parser(sub) -> None:
     from .common import add_command
 
     e = add_command(commands, "e2e", "end-to-end decoding throughput, TPOT and capacity per backend (GPU)", run_e2e)
-    e.add_argument("--preset", default="qwen3.5-27b", help="dense preset from replayssm memory (random weights)")
+    e.add_argument("--preset", default="qwen3.5-27b",
+                   help="preset from replayssm memory, dense or MoE (random weights)")  # fmt: skip
     e.add_argument("--layers", type=integer(1), default=None, help="keep only the first N layers (default: all)")
     e.add_argument("--concurrency", type=integer(1, 8192), nargs="+", default=[1, 8, 32, 64, 128])
     e.add_argument("--prompt-len", type=integer(1), default=128)
@@ -24,12 +25,19 @@ def add_parser(sub) -> None:
     e.add_argument("--mean-accepted", type=number(1), default=3.0,
                    help="prescribed mean accepted length per step, in [1, --window]")  # fmt: skip
     e.add_argument("--ring", type=power_of_two(2), default=16, help="ring length L: a power of two >= 2 x --window")
-    e.add_argument("--capacity-context", type=integer(1), default=1024, help="KV tokens per request, capacity test")
+    e.add_argument("--capacity-context", type=integer(1), default=1024, help="KV tokens per request in --peak")
     e.add_argument("--capacity-budget-gib", type=number(0, lo_open=True), default=None,
                    help="default: free memory after the weights - 4 GiB")  # fmt: skip
     e.add_argument("--modes", nargs="+", choices=["plain", "recurrent", "replay", "replay-mtp"],
                    default=["plain", "recurrent", "replay"],
                    help="replay-mtp: ReplaySSM, drafting with a random MTP head inside the step")  # fmt: skip
+    e.add_argument(
+        "--peak",
+        action="store_true",
+        help="also find each mode's best concurrency in the memory budget at --capacity-context tokens",
+    )
+    e.add_argument("--peak-steps", type=integer(1), default=8, help="timed engine iterations per --peak point")
+    e.add_argument("--no-phases", action="store_true", help="skip timing the GDN state work alone (faster)")
     add_out(e, "e2e")
 
 
@@ -58,6 +66,7 @@ def run_e2e(args) -> int:
     cfg = E2EConfig(preset=preset, layers=args.layers, concurrency=tuple(args.concurrency),
                     prompt_len=args.prompt_len, steps=args.steps, window=args.window,
                     mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
-                    capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes))  # fmt: skip
+                    capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes), phases=not args.no_phases,
+                    peak=args.peak, peak_steps=args.peak_steps)  # fmt: skip
     run_e2e(cfg, args.out, tag=args.tag)
     return 0

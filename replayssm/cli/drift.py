@@ -47,9 +47,11 @@ def _model_spec(spec: str) -> str:
         if len(parts) != 3 or not parts[2].isdigit():
             raise UsageError(f"--model {spec}: the form is random:PRESET:LAYERS, e.g. random:qwen3.5-4b:8")
         try:
-            preset_config(parts[1].lower(), int(parts[2]))
+            cfg = preset_config(parts[1].lower(), int(parts[2]))
         except ValueError as e:
             raise UsageError(f"--model {spec}: {e}") from None
+        if cfg.num_experts:
+            raise UsageError(f"--model {spec}: {parts[1]} is a MoE preset; the drift study runs dense presets")
         return f"random:{parts[1].lower()}:{parts[2]}"
     model_folder(spec)
     return spec

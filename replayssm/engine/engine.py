@@ -1,22 +1,23 @@
 """Engine: continuous batching of requests over a ModelRunner, with speculative decoding.
 
-Host side only: the request queue, drafting, acceptance and bookkeeping. Every iteration admits
-arrived requests (prefill, one at a time), runs one batched verify (or decode) step for all running
-requests, accepts, commits, and retires finished requests. Requests can be preempted to the CPU and
-resumed later; they continue with identical tokens.
+Host side only: the request queue, drafting and bookkeeping. Every iteration admits arrived requests
+(one batched prefill), runs one batched verify (or decode) step for all running requests -- forward,
+acceptance and commit on the device (``ModelRunner.step_and_commit``), only the accepted counts and tokens
+come back -- and retires finished requests. Requests can be preempted to the CPU and resumed later; they
+continue with identical tokens.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, field
 
 import torch
 
+from .accept import Greedy, Prescribed, Sampling, sample_inverse_cdf
+from .checks import check_positive_int, check_temperature, is_int
 from .drafter import HostDrafter
 from .runner import ModelRunner, ParkedRequest
-from .spec import BenchmarkAcceptance, NgramDrafter, accept_greedy, accept_sampling
+from .spec import BenchmarkAcceptance, NgramDrafter
 
 
 @dataclass
@@ -36,18 +37,6 @@ class Request:
     @property
     def context(self) -> list[int]:
         return self.prompt + self.generated
-
-
-def check_positive_int(name: str, val) -> int:
-    if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 1:
-        raise ValueError(f"{name}={val!r}: must be a positive int")
-    return int(val)
-
-
-def check_temperature(val) -> float:
-    if not isinstance(val, numbers.Real) or isinstance(val, bool) or not math.isfinite(val) or val < 0:
-        raise ValueError(f"temperature={val!r}: must be a finite number >= 0 (0 = greedy)")
-    return float(val)
 
 
 class Engine:
@@ -71,7 +60,7 @@ class Engine:
         if benchmark_acceptance is not None and not isinstance(benchmark_acceptance, BenchmarkAcceptance):
             raise TypeError("benchmark_acceptance must be a BenchmarkAcceptance")
         temperature = check_temperature(temperature)
-        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+        if not is_int(seed):
             raise ValueError(f"seed={seed!r}: must be an int")
         if eos_token_id is not None:
             runner.check_token_ids([eos_token_id], "eos_token_id")
@@ -94,7 +83,7 @@ class Engine:
             raise ValueError(f"prompt must be a non-empty list of token ids, got {prompt!r:.80}")
         self.runner.check_token_ids(prompt, "prompt token ids")
         max_new_tokens = check_positive_int("max_new_tokens", max_new_tokens)
-        if not isinstance(arrival, numbers.Integral) or isinstance(arrival, bool) or arrival < 0:
+        if not is_int(arrival) or arrival < 0:
             raise ValueError(f"arrival={arrival!r}: must be an int >= 0")
         need = len(prompt) + max_new_tokens + self.window
         if need > self.runner.cfg.max_len:
@@ -108,9 +97,11 @@ class Engine:
         return [r for r in self.requests if r.slot is not None and not r.done]
 
     def _pick(self, logits: torch.Tensor) -> int:
+        """The first token after a prompt from its logits [vocab] (on the device; one integer comes back)."""
         if self.temperature <= 0:
             return int(logits.argmax())
-        return int(torch.multinomial(torch.softmax(logits.float().cpu() / self.temperature, -1), 1, generator=self.gen))
+        u = torch.rand(1, generator=self.gen).to(logits.device)
+        return int(sample_inverse_cdf(torch.softmax(logits[None].float() / self.temperature, -1), u)[0])
 
     def _emit(self, r: Request, tokens: list[int]) -> None:
         for t in tokens:
@@ -127,17 +118,22 @@ class Engine:
         return r.slot is None and not r.done and r.parked is None and not r.generated
 
     def _admit(self) -> None:
-        for r in self.requests:
-            if self._waiting(r) and r.arrival <= self.iteration:
-                if self.runner.num_free == 0:
-                    return
+        """Prefill every arrived request that a free slot can take, in one batched prefill."""
+        new = [r for r in self.requests if self._waiting(r) and r.arrival <= self.iteration]
+        new = new[: self.runner.num_free]
+        if not new:
+            return
+        try:  # a request that fails here gives back its slot (and KV pages) and is marked done with the reason
+            for r in new:
                 r.slot = self.runner.alloc()
-                try:
-                    first = self._pick(self.runner.prefill(r.slot, r.prompt))
-                except BaseException as e:
-                    self._give_up(r, e)
-                    raise
-                self._emit(r, [first])
+            logits = self.runner.prefill([r.slot for r in new], [r.prompt for r in new])
+            first = [self._pick(row) for row in logits]
+        except BaseException as e:
+            for r in new:
+                self._give_up(r, e)
+            raise
+        for r, t in zip(new, first):
+            self._emit(r, [t])
 
     def _give_up(self, r: Request, e: BaseException) -> None:
         """Release what ``r`` holds and mark it done with the reason."""
@@ -173,28 +169,29 @@ class Engine:
             if why:
                 raise RuntimeError(f"the engine cannot make progress: {why}")
             return any(not r.done for r in self.requests)
-        T = self.window
-        if self.on_device:
-            last = torch.tensor([r.generated[-1] for r in batch], dtype=torch.long)
-            logits, window = self.runner.draft_and_verify([r.slot for r in batch], last)
-        else:
-            drafts = [self._drafts(r, T - 1) for r in batch]
-            tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
-                                   zip(batch, drafts)], dtype=torch.long)  # fmt: skip
-            logits = self.runner.step([r.slot for r in batch], tokens)
-        try:  # a step in flight: whatever fails now, abort it before the exception propagates
-            if self.on_device:
-                drafts = window[:, 1:].tolist()
-            results = self._accept(logits, drafts)
-            self.runner.commit([n for n, _ in results])
+        gen = self.gen.get_state()
+        try:  # step_and_commit aborts a failed step itself: no request moved, nothing was committed
+            counts, produced = self._step(batch)
         except BaseException:
-            self.runner.abort()
+            self.gen.set_state(gen)  # a retry draws the uniforms this attempt drew
             raise
-        for r, (n, new) in zip(batch, results):
+        for r, n, new in zip(batch, counts, produced):
             r.steps += 1
             r.accepted.append(n)
             self._emit(r, new)
         return True
+
+    def _step(self, batch: list[Request]) -> tuple[list[int], list[list[int]]]:
+        T = self.window
+        rule, kw = self._rule(len(batch), T)
+        slots = [r.slot for r in batch]
+        if self.on_device:  # the runner's device drafter writes the drafts inside the step
+            last = torch.tensor([[r.generated[-1]] for r in batch], dtype=torch.long)
+            return self.runner.step_and_commit(slots, last, None, rule, device_drafts=True, **kw)
+        drafts = [self._drafts(r, T - 1) for r in batch]
+        tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
+                               zip(batch, drafts)], dtype=torch.long)  # fmt: skip
+        return self.runner.step_and_commit(slots, tokens, [len(d) for d in drafts], rule, **kw)
 
     def _drafts(self, r: Request, k: int) -> list[int]:
         if self.bench is not None:
@@ -205,16 +202,14 @@ class Engine:
         self.runner.check_token_ids(d, "draft token ids")
         return d
 
-    def _accept(self, logits: torch.Tensor, drafts: list[list[int]]) -> list[tuple[int, list[int]]]:
+    def _rule(self, B: int, T: int) -> tuple:
+        """How the device accepts this step's drafts, and the host-drawn inputs the rule reads."""
         if self.bench is not None:
-            am = logits.argmax(-1).cpu()
-            return [(n, d[: n - 1] + [int(am[i, n - 1])]) for i, (n, d) in enumerate(zip(self.bench.draw(len(drafts)),
-                                                                                          drafts))]  # fmt: skip
+            return Prescribed(), {"prescribed": self.bench.draw(B)}
         if self.temperature <= 0:
-            am = logits.argmax(-1).cpu().tolist()
-            return [accept_greedy(a, d) for a, d in zip(am, drafts)]
-        probs = torch.softmax(logits.cpu() / self.temperature, -1)
-        return [accept_sampling(probs[i], d, self.gen) for i, d in enumerate(drafts)]
+            return Greedy(), {}
+        u = torch.rand(B, 2 * T, generator=self.gen)
+        return Sampling(self.temperature), {"uniforms": u, "temperature": self.temperature}
 
     def run(self, max_iterations: int | None = None) -> list[Request]:
         """Step until every request is done. Every running request gains a token per step, so this ends; it

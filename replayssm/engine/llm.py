@@ -9,7 +9,8 @@ import torch
 
 from ..models.loader import MTPUnavailableError, load_model, load_tokenizer
 from ..models.model import HybridLM
-from .engine import Engine, check_positive_int, check_temperature
+from .checks import check_positive_int, check_temperature
+from .engine import Engine
 from .runner import ModelRunner, RunnerConfig
 
 DRAFTERS = ("auto", "mtp", "ngram", "none")

@@ -1,103 +1,37 @@
-"""ModelRunner: the GPU side of the engine -- model, GDN state backend, KV cache, CUDA graphs.
+"""ModelRunner: the GPU side of the engine -- model, GDN state backend, paged KV cache, CUDA graphs.
 
-It knows nothing about requests or text: it prefills a slot from token ids, runs one verify/decode
-step for a batch of slots, and commits the accepted counts to the GDN state and the KV cache together.
-Steps are captured in CUDA graphs for a short list of batch sizes (the batch is padded with slot -1
-rows up to the next size). With a device drafter (``RunnerConfig(device_drafter="mtp")``),
-``draft_and_verify`` drafts the window inside the step, in the same graph as the verify
-(``engine.drafter.DeviceDrafter``).
+It knows nothing about requests or text: it prefills slots from token ids, runs one verify/decode step for a
+batch of slots, and commits the accepted counts to the GDN state and the KV cache together. The engine's path
+is ``step_and_commit``: forward, acceptance (``engine.accept``) and commit run on the device as one CUDA graph
+(captured for a short list of batch sizes; the batch is padded with slot -1 rows up to the next size), and
+only the accepted counts and tokens come back. ``step`` + ``commit`` expose the logits in between (tests,
+studies). A device drafter (``RunnerConfig(device_drafter="mtp")``, ``engine.drafter.DeviceDrafter``) drafts
+the window inside the step, in the same graph (``step_and_commit(..., device_drafts=True)``, or
+``draft_and_verify`` for the logits).
 """
 
 from __future__ import annotations
 
-import numbers
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
 from ..models.model import HybridLM
 from ..models.step import Step, StepKind
-from ..ops.ring import ring_length_for
-from ..state import GDNStatePool, PoolConfig
-from ..state.backend import GDNStateBackend, Parked
-from ..state.config import BACKENDS
+from ..state import GDNStatePool
+from ..state.backend import GDNStateBackend
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
+from .accept import Greedy, Prescribed, Rule, Sampling
+from .checks import check_int_list, check_slots, check_temperature, check_token_ids, check_tokens, check_uniforms
+from .config import GRAPH_BATCH_SIZES, ParkedRequest, RunnerConfig, padded, pool_config, uses_graphs
+from .graphs import DeviceStep, capture
 from .mtp import MTPDrafter
 
-GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+__all__ = ["GRAPH_BATCH_SIZES", "ModelRunner", "ParkedRequest", "RunnerConfig", "pool_config"]
 
-
-@dataclass(frozen=True)
-class RunnerConfig:
-    """``window`` = T (last accepted token + drafts; 1 = plain decode only). ``ring_len``: the shortest ring the
-    replay backend may use; the pool's ring is ``ring_length_for(window, at_least=ring_len)``, the smallest power
-    of two >= 2 * window and >= ring_len. ``validate``: the pool's host-side protocol checks (turned off
-    automatically with CUDA graphs). ``shadow_backend``: a second pool fed the same inputs (``LockstepPool``),
-    for bitwise checks. Errors name the field as the caller passed it (``window=``, ``ring_len=``, ...)."""
-
-    backend: str = "replay"
-    max_slots: int = 16
-    max_len: int = 1024
-    window: int = 4
-    ring_len: int = 16
-    cuda_graphs: bool = True
-    validate: bool = True
-    shadow_backend: str | None = None
-    device_drafter: str | None = None  # "mtp": draft inside the step with the model's MTP head (window >= 2)
-
-    def __post_init__(self):
-        for name in ("max_slots", "max_len", "window", "ring_len"):
-            val = getattr(self, name)
-            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
-                raise ValueError(f"{name}={val!r}: must be a positive int")
-        if self.ring_len & (self.ring_len - 1):
-            raise ValueError(f"ring_len={self.ring_len}: must be a power of two (the ring grows to fit the window)")
-        for name in ("backend", "shadow_backend"):
-            val = getattr(self, name)
-            if not (val is None and name == "shadow_backend") and val not in BACKENDS:
-                raise ValueError(f"{name}={val!r}: must be one of {BACKENDS}")
-        for name in ("cuda_graphs", "validate"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name}={getattr(self, name)!r}: must be a bool")
-        if self.window + 1 > self.max_len:
-            raise ValueError(f"max_len={self.max_len} leaves no room for a prompt and a window of {self.window}")
-        if self.device_drafter not in (None, "mtp"):
-            raise ValueError(f"device_drafter must be None or 'mtp', got {self.device_drafter!r}")
-
-    @property
-    def ring_length(self) -> int:
-        """The ring length L of the replay pool: a power of two >= 2 * window and >= ring_len."""
-        return ring_length_for(self.window, at_least=self.ring_len)
-
-
-@dataclass(frozen=True)
-class ParkedRequest:
-    """A preempted request's state on the CPU: its GDN slots, its KV cache rows, its device drafter's state."""
-
-    gdn: Parked
-    kv: dict[str, torch.Tensor]
-    drafter: dict | None = None
-
-
-def _padded(n: int) -> int:
-    return next((b for b in GRAPH_BATCH_SIZES if b >= n), n)
-
-
-def _uses_graphs(model: HybridLM, cfg: RunnerConfig) -> bool:
-    return cfg.cuda_graphs and next(model.parameters()).is_cuda and model.config.num_experts == 0
-
-
-def pool_config(model: HybridLM, cfg: RunnerConfig) -> PoolConfig:
-    """The GDN state layout a runner of ``cfg`` needs for ``model`` (on the model's device, in its dtype)."""
-    mc, p = model.config, next(model.parameters())
-    shape = mc.gdn_shape
-    return PoolConfig(
-        num_slots=cfg.max_slots, num_layers=len(mc.gdn_layers), H=shape.H, HV=shape.HV, K=shape.K, V=shape.V,
-        window=cfg.window, ring_len=cfg.ring_length, backend=cfg.backend, dtype=p.dtype,
-        conv_kernel=mc.conv_kernel, max_batch=_padded(cfg.max_slots), device=p.device,
-        validate=cfg.validate and not _uses_graphs(model, cfg),
-    )  # fmt: skip
+GREEDY = Greedy()
+PREFILL_TOKENS = 8192  # tokens of one prefill forward (prompts of one length are batched up to it)
 
 
 class ModelRunner:
@@ -110,7 +44,7 @@ class ModelRunner:
         mc = model.config
         p = next(model.parameters())
         self.device, self.dtype = p.device, p.dtype
-        self.use_graphs = _uses_graphs(model, cfg)
+        self.use_graphs = uses_graphs(model, cfg)
         want = pool_config(model, cfg)
         if pool is None:
             pool = GDNStatePool(want)
@@ -120,15 +54,18 @@ class ModelRunner:
             raise ValueError(f"pool must be built for pool_config(model, cfg) = {want} (and no shadow_backend), "
                              f"got {pool.cfg}")  # fmt: skip
         self.pool: GDNStateBackend = pool
+        pages = None if cfg.kv_tokens is None else -(-cfg.kv_tokens // cfg.page_size)
         self.kv = KVCache(len(mc.attention_layers), cfg.max_slots, cfg.max_len, mc.num_kv_heads, mc.head_dim,
-                          dtype=self.dtype, device=self.device)  # fmt: skip
-        self.drafter: MTPDrafter | None = None
+                          dtype=self.dtype, device=self.device, page_size=cfg.page_size, num_pages=pages)  # fmt: skip
+        self._lens = [0] * cfg.max_slots  # host mirror of kv.lens: pages are reserved from it, never read back
+        model.fuse_projections()
+        self.drafter: MTPDrafter | None = None  # its propose/observe/commit run inside the step (``_forward``)
         if cfg.device_drafter is not None:
-            if cfg.device_drafter != "mtp":
-                raise ValueError(f"device_drafter must be None or 'mtp', got {cfg.device_drafter!r}")
             self.drafter = MTPDrafter(model, num_slots=cfg.max_slots, max_len=cfg.max_len, window=cfg.window)
         self._graphs: dict[tuple, tuple] = {}
-        self._in_flight: tuple[torch.Tensor, int, int] | None = None  # (slots [B] on the device, B, T) to commit
+        self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
+        self._in_flight: tuple[torch.Tensor, list[int], int] | None = None  # (slots on the device, on the host, T)
+        self._live: set[int] = set()  # allocated slots (host mirror of the pool's books)
 
     @property
     def num_free(self) -> int:
@@ -137,70 +74,90 @@ class ModelRunner:
     def alloc(self) -> int:
         slot = self.pool.alloc(1)
         self.kv.reset(slot)
-        return int(slot[0])
+        s = int(slot[0])
+        self._lens[s] = 0
+        self._live.add(s)
+        return s
 
     def free(self, slot: int) -> None:
+        """Give ``slot`` back: its GDN state slot and its KV cache pages (it must have no step in flight)."""
+        if slot not in self._live:
+            raise ValueError(f"slot {slot!r} is not allocated")
+        if self._in_flight is not None and slot in self._in_flight[1]:
+            raise RuntimeError(f"slot {slot} is in the step in flight; commit() or abort() it first")
         self.pool.free(self._slots([slot]))
+        self.kv.release([slot])
+        self._live.discard(slot)
 
     def _slots(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor(ids, dtype=torch.int32, device=self.device)
 
     def check_token_ids(self, ids, name: str = "token ids") -> None:
-        """``ids``: a 1-D or 2-D integer tensor, or a sequence of ints, all in [0, vocab)."""
-        vocab = self.model.config.vocab_size
-        if isinstance(ids, torch.Tensor):
-            if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
-                raise TypeError(f"{name} must be integers, got a {ids.dtype} tensor")
-            bad = ids[(ids < 0) | (ids >= vocab)].tolist() if ids.numel() else []
-        else:
-            wrong = [t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool)]
-            if wrong:
-                raise TypeError(f"{name} must be ints, got {wrong[:3]!r}")
-            bad = [t for t in ids if not 0 <= t < vocab]
-        if bad:
-            raise ValueError(f"{name} {bad[:5]} are outside the vocabulary [0, {vocab})")
+        """``ids``: an integer tensor, or a sequence of ints, all in [0, vocab)."""
+        check_token_ids(ids, self.model.config.vocab_size, name)
 
     @torch.no_grad()
-    def prefill(self, slot: int, ids: list[int]) -> torch.Tensor:
-        """Run a whole prompt into a fresh slot; returns the logits of its last token [vocab] (fp32). On failure the
-        slot's state is unspecified (free it)."""
-        if len(ids) == 0:
-            raise ValueError("a prompt must hold at least one token")
-        self.check_token_ids(ids, "prompt token ids")
-        if len(ids) + self.cfg.window > self.cfg.max_len:
+    def prefill(self, slot: int | list[int], ids: list[int] | list[list[int]]) -> torch.Tensor:
+        """Run whole prompts into fresh slots: one slot and its prompt, or lists of them (prompts of one length
+        run as one batch). Returns the logits of each prompt's last token, [vocab] or [n, vocab] (fp32).
+        Everything is checked first; if the model fails half-way, the slots' states are unspecified (free them)."""
+        if isinstance(slot, int) and not isinstance(slot, bool):
+            return self.prefill([slot], [ids])[0]
+        if not isinstance(ids, (list, tuple)) or not ids:
+            raise ValueError(f"ids must be a non-empty list of prompts (token-id lists), got {ids!r:.80}")
+        slot = check_slots(slot, len(ids), self._live)
+        if self._in_flight is not None and set(slot) & set(self._in_flight[1]):
+            raise RuntimeError("prefill of a slot in the step in flight; commit() or abort() it first")
+        for i, p in enumerate(ids):
+            if not isinstance(p, (list, tuple)) or not p:
+                raise ValueError(f"prompt {i} must be a non-empty list of token ids, got {p!r:.80}")
+            self.check_token_ids(p, f"prompt {i} token ids")
+        longest = max(len(p) for p in ids)
+        if longest + self.cfg.window > self.cfg.max_len:
             raise ValueError(
-                f"prompt of {len(ids)} tokens + window {self.cfg.window} exceeds max_len={self.cfg.max_len}"
+                f"prompt of {longest} tokens + window {self.cfg.window} exceeds max_len={self.cfg.max_len}"
             )
-        slots = self._slots([slot])
-        t = torch.tensor(ids, dtype=torch.long, device=self.device)
-        step = Step.build(StepKind.PREFILL, slots, len(ids), self.kv)
-        hidden = self.model.hidden(t, step, self.pool, self.kv)
-        if self.drafter is not None:
-            self.drafter.prefill(slot, t, hidden)
-        self.kv.commit(slots, torch.tensor([len(ids)], dtype=torch.int32, device=self.device))
-        return self.model.lm_head(hidden[-1]).float()
+        self.kv.reserve(slot, [len(p) + self.cfg.window for p in ids])
+        out = torch.empty(len(slot), self.model.config.vocab_size, dtype=torch.float32, device=self.device)
+        for P in sorted({len(p) for p in ids}):
+            same = [i for i, p in enumerate(ids) if len(p) == P]
+            per = max(1, PREFILL_TOKENS // P)  # bounds the activations of one forward
+            for rows in (same[j : j + per] for j in range(0, len(same), per)):
+                slots = self._slots([slot[i] for i in rows])
+                t = torch.tensor([ids[i] for i in rows], dtype=torch.long, device=self.device).view(-1)
+                step = Step.build(StepKind.PREFILL, slots, P, self.kv)
+                hidden = self.model.hidden(t, step, self.pool, self.kv)  # [len(rows) * P, D]
+                if self.drafter is not None:
+                    for j, i in enumerate(rows):
+                        self.drafter.prefill(slot[i], t[j * P : (j + 1) * P], hidden[j * P : (j + 1) * P])
+                self.kv.commit(slots, torch.full((len(rows),), P, dtype=torch.int32, device=self.device))
+                last = hidden.view(len(rows), P, -1)[:, -1]
+                out[torch.tensor(rows, device=self.device)] = self.model.lm_head(last).float()
+                for i in rows:
+                    self._lens[slot[i]] = P
+        return out
 
-    def _check_step(self, slots: list[int], tokens: torch.Tensor) -> None:
+    def _check_step(self, slots, tokens, window: int | None = None) -> tuple[list[int], int, int]:
+        """Host checks of a step, before anything is reserved or launched: tokens [B, T] ids in the vocabulary,
+        1 <= T <= window, ``slots`` B distinct allocated slots, no step in flight."""
         if self._in_flight is not None:
             raise RuntimeError("the previous step is not committed yet; commit() or abort() it first")
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
-            raise ValueError(f"tokens must be a [B, T] tensor, got {tokens!r:.80}")
-        B, T = tokens.shape
-        if not 1 <= T <= self.cfg.window:
-            raise ValueError(f"tokens has windows of {T} tokens; this runner verifies 1..{self.cfg.window} (window=)")
-        if not isinstance(slots, (list, tuple)) or len(slots) != B or B == 0:
-            raise ValueError(f"slots must list one slot per row of tokens ({B} rows), got {slots!r:.80}")
-        wrong = [s for s in slots if not isinstance(s, numbers.Integral) or isinstance(s, bool)]
-        if wrong or len(set(slots)) != B or not all(0 <= s < self.cfg.max_slots for s in slots):
-            raise ValueError(f"slots must be {B} distinct ints in [0, {self.cfg.max_slots}), got {list(slots)}")
+        B, T = check_tokens(tokens, window or self.cfg.window)
+        slots = check_slots(slots, B, self._live)
         self.check_token_ids(tokens)
+        return slots, B, T
+
+    def _begin(self, slots: list[int], T: int) -> StepKind:
+        """Reserve the step's KV pages (raises before anything changes when they do not fit)."""
+        self.kv.reserve(slots, [self._lens[s] + T for s in slots])
+        return StepKind.DECODE if T == 1 else StepKind.VERIFY
 
     @torch.no_grad()
     def step(self, slots: list[int], tokens: torch.Tensor) -> torch.Tensor:
         """One step for the rows ``slots``: tokens [B, T] long, T = 1 a plain decode, T > 1 a verify of the
         window. Returns logits [B, T, vocab] fp32. Nothing is advanced until ``commit``; if the step fails it
         is aborted (``abort``) before the exception propagates."""
-        self._check_step(slots, tokens)
+        slots, _, _ = self._check_step(slots, tokens)
         return self._run(slots, tokens, draft=False)[0]
 
     @torch.no_grad()
@@ -211,73 +168,64 @@ class ModelRunner:
             raise ValueError("draft_and_verify needs a device drafter: RunnerConfig(device_drafter='mtp')")
         if not isinstance(last, torch.Tensor) or last.dim() != 1:
             raise ValueError(f"last must be a [B] tensor of token ids, got {last!r:.80}")
-        self._check_step(slots, last.reshape(-1, 1))
+        slots, _, _ = self._check_step(slots, last.reshape(-1, 1))
         return self._run(slots, last.reshape(-1, 1), draft=True)
 
-    def _forward(self, kind: StepKind, slots: torch.Tensor, tokens: torch.Tensor, T: int, contiguous: bool,
-                 draft: bool) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """Everything on the device (graph-capturable). tokens: [B, T], or [B, 1] when drafting."""
-        step = Step.build(kind, slots, T, self.kv, contiguous=contiguous)
-        window = torch.cat([tokens, self.drafter.propose(step, tokens[:, 0])], 1) if draft else tokens
+    def _forward(self, step: Step, window: torch.Tensor, draft: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The model on a step's window [B, T] (graph-capturable); with ``draft`` only its first column is read
+        and the device drafter writes the rest. Returns logits [B, T, vocab] (model dtype) and the window."""
+        if draft:
+            window = torch.cat([window[:, :1], self.drafter.propose(step, window[:, 0])], 1)
         hidden = self.model.hidden(window.reshape(-1), step, self.pool, self.kv)
         if self.drafter is not None:
             self.drafter.observe(step, window, hidden)
-        return self.model.lm_head(hidden).view(slots.shape[0], T, -1), window
+        return self.model.lm_head(hidden).view(step.B, step.T, -1), window
 
     def _run(self, slots: list[int], tokens: torch.Tensor, draft: bool) -> tuple[torch.Tensor, torch.Tensor]:
         B = tokens.shape[0]
         T = self.cfg.window if draft else tokens.shape[1]
-        kind = StepKind.DECODE if T == 1 else StepKind.VERIFY
-        contiguous = list(slots) == list(range(B))
+        kind = self._begin(slots, T)
         if not self.use_graphs:
-            s = self._slots(list(slots))
-            self._in_flight = (s, B, T)
+            s = self._slots(slots)
+            self._in_flight = (s, slots, T)
             try:
-                logits, window = self._forward(kind, s, tokens.to(self.device), T, contiguous, draft)
+                step = Step.build(kind, s, T, self.kv, contiguous=slots == list(range(B)))
+                logits, window = self._forward(step, tokens.to(self.device), draft)
             except BaseException:
                 self.abort()
                 raise
             return logits.float(), window
-        Bg = _padded(B)
-        key = (kind, Bg, T, contiguous, draft)
+        key = ("logits", kind, padded(B), T, draft)
         if key not in self._graphs:
-            self._graphs[key] = self._capture(kind, Bg, T, contiguous, draft)
+            self._graphs[key] = self._capture_logits(kind, padded(B), T, draft)
         graph, ids_buf, slots_buf, (logits, window) = self._graphs[key]
         ids_buf.zero_()
-        ids_buf[:B].copy_(tokens)
+        ids_buf[:B, : tokens.shape[1]].copy_(tokens)
         slots_buf.fill_(-1)
-        slots_buf[:B].copy_(torch.tensor(list(slots), dtype=torch.int32))
+        slots_buf[:B].copy_(torch.tensor(slots, dtype=torch.int32))
         graph.replay()
-        self._in_flight = (slots_buf[:B], B, T)
+        self._in_flight = (slots_buf[:B], slots, T)
         return logits[:B].float(), window[:B]
 
     def abort(self) -> None:
-        """Drop the step in flight, if any: the GDN state and the KV cache keep their committed contents (the
-        window's KV entries past the committed length are overwritten by the next step). A device drafter's
-        observed window is not rolled back: later drafts may differ from an unaborted run, outputs do not."""
+        """Drop the step in flight of ``step``/``draft_and_verify``, if any: the GDN state and the KV cache keep
+        their committed contents (the window's KV entries past the committed length are overwritten by the next
+        step; its reserved pages stay with the slot until ``free``). A device drafter's observed window is not
+        rolled back: later drafts may differ from an unaborted run, outputs do not."""
         if self._in_flight is None:
             return
         slots = self._in_flight[0]
         self._in_flight = None
         self.pool.abort(slots)
 
-    def _capture(self, kind: StepKind, B: int, T: int, contiguous: bool, draft: bool):
-        ids_buf = torch.zeros(B, 1 if draft else T, dtype=torch.long, device=self.device)
+    def _capture_logits(self, kind: StepKind, B: int, T: int, draft: bool):
+        ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
         slots_buf = torch.full((B,), -1, dtype=torch.int32, device=self.device)
 
         def run():
-            return self._forward(kind, slots_buf, ids_buf, T, contiguous, draft)
+            return self._forward(Step.build(kind, slots_buf, T, self.kv), ids_buf, draft)
 
-        # Warm-up (compiles kernels) on padding rows only: no state is touched.
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            run()
-            run()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = run()
+        g, out = capture(run, self._graph_pool)  # warm-up on padding rows only: no state is touched
         return g, ids_buf, slots_buf, out
 
     def commit(self, num_accepted: list[int]) -> None:
@@ -285,32 +233,97 @@ class ModelRunner:
         i's window in the GDN state and the KV cache of every layer."""
         if self._in_flight is None:
             raise RuntimeError("no step to commit")
-        slots, B, T = self._in_flight
-        if not isinstance(num_accepted, (list, tuple)) or len(num_accepted) != B:
-            got = len(num_accepted) if isinstance(num_accepted, (list, tuple)) else type(num_accepted).__name__
-            raise ValueError(f"num_accepted has {got} entries for a step of {B} rows")
-        bad = [n for n in num_accepted if not isinstance(n, numbers.Integral) or isinstance(n, bool) or not 1 <= n <= T]
-        if bad:
-            raise ValueError(f"num_accepted {bad} outside [1, {T}] (the step's window)")
+        slots, ids, T = self._in_flight
+        num_accepted = check_int_list("num_accepted", num_accepted, len(ids), 1, T)
         n = torch.tensor(num_accepted, dtype=torch.int32).to(self.device)
         self.pool.commit(slots, n)
         self.kv.commit(slots, n)
         if self.drafter is not None:
             self.drafter.commit(slots, n)
+        for s, k in zip(ids, num_accepted):
+            self._lens[s] += k
         self._in_flight = None
+
+    @torch.no_grad()
+    def step_and_commit(self, slots: list[int], tokens: torch.Tensor, num_drafts: list[int] | None,
+                        rule: Rule = GREEDY, *, prescribed: list[int] | None = None,
+                        uniforms: torch.Tensor | None = None, temperature: float = 1.0,
+                        device_drafts: bool = False) -> tuple[list[int], list[list[int]]]:  # fmt: skip
+        """The engine's step: forward, acceptance on the device by ``rule`` and commit, in one CUDA graph.
+
+        tokens [B, T] long (CPU): each row's window, last emitted token first; num_drafts[i]: how many of row
+        i's T-1 drafts are real (the rest is padding, never accepted). With ``device_drafts`` the runner's device
+        drafter writes the T = window - 1 drafts inside the step (same graph): tokens is [B, 1], the last emitted
+        tokens, and num_drafts is None. ``Sampling`` reads ``uniforms`` [B, 2T] (fp32, from the caller's seeded
+        generator) and ``temperature``; ``Prescribed`` reads ``prescribed``. Returns (num_accepted, tokens
+        produced) per row; nothing else comes back from the device."""
+        slots, B, T = self._check_step(slots, tokens, 1 if device_drafts else None)
+        nd, rest = self._check_accept(B, T, num_drafts, rule, prescribed, uniforms, temperature, device_drafts)
+        if device_drafts:
+            T = self.cfg.window
+            tokens = torch.cat([tokens, tokens.new_zeros(B, T - 1)], 1)
+        kind = self._begin(slots, T)
+        Bg = padded(B) if self.use_graphs else B
+        key = ("step", kind, Bg, T, type(rule), device_drafts)
+        try:
+            if key not in self._graphs:
+                self._graphs[key] = DeviceStep(self, kind, Bg, T, rule, device_drafts)
+            res = self._graphs[key].run(slots, tokens, nd, *rest)
+        except BaseException:
+            # nothing was committed (or everything was, for a failure after the commit: not a case the step has)
+            self.pool.abort(self._slots(slots))
+            raise
+        n = res[:, 0].tolist()
+        for s, k in zip(slots, n):
+            self._lens[s] += k
+        return n, [row[1 : 1 + k] for row, k in zip(res.tolist(), n)]
+
+    def _check_accept(self, B, T, num_drafts, rule, prescribed, uniforms, temperature, device_drafts) -> tuple:
+        """Host checks of ``step_and_commit``'s acceptance inputs (T: the tokens' width, 1 with device drafts).
+        Returns the real draft counts and (prescribed, uniforms, temperature) as the device step reads them."""
+        if not isinstance(rule, (Greedy, Sampling, Prescribed)):
+            raise TypeError(f"rule must be Greedy(), Sampling(t) or Prescribed(), got {rule!r}")
+        if not isinstance(device_drafts, bool):
+            raise TypeError(f"device_drafts must be a bool, got {device_drafts!r}")
+        if device_drafts:
+            if self.drafter is None:
+                raise ValueError("device_drafts needs a runner with a device drafter (RunnerConfig(device_drafter=))")
+            if num_drafts is not None:
+                raise ValueError("num_drafts must be None with device_drafts (the drafter fills the window)")
+            T = self.cfg.window
+            nd = [T - 1] * B
+        else:
+            nd = check_int_list("num_drafts", num_drafts, B, 0, T - 1)
+        if isinstance(rule, Prescribed):
+            prescribed = check_int_list("prescribed", prescribed, B, 1, T)
+        elif prescribed is not None:
+            raise ValueError("prescribed is read by the Prescribed rule only")
+        if isinstance(rule, Sampling):
+            if check_temperature(temperature) == 0 or temperature != rule.temperature:
+                raise ValueError(f"temperature={temperature!r} must be > 0 and equal Sampling.temperature "
+                                 f"({rule.temperature!r})")  # fmt: skip
+            check_uniforms(uniforms, B, T)
+        elif uniforms is not None:
+            raise ValueError("uniforms are read by the Sampling rule only")
+        return nd, (prescribed, uniforms, float(temperature) if isinstance(rule, Sampling) else 1.0)
 
     def offload(self, slot: int) -> ParkedRequest:
         """Move a committed slot's state (GDN checkpoint, ring, cursors, conv; KV rows; drafter state) to the CPU
         and free it."""
+        if slot not in self._live:
+            raise ValueError(f"slot {slot!r} is not allocated")
+        if self._in_flight is not None and slot in self._in_flight[1]:
+            raise RuntimeError(f"slot {slot} is in the step in flight; commit() or abort() it first")
         s = self._slots([slot])
+        gdn = self.pool.offload(s)
         drafter = self.drafter.park(s) if self.drafter is not None else None
-        parked = ParkedRequest(self.pool.offload(s), self.kv.gather(s), drafter)
-        self.pool.free(s)
+        parked = ParkedRequest(gdn, self.kv.gather(s), drafter)
+        self.free(slot)
         return parked
 
     def restore(self, parked: ParkedRequest) -> int:
         """A new slot holding ``parked``; it continues bit for bit where it stopped. Refused, with nothing
-        allocated, when ``parked`` does not fit this runner."""
+        allocated, when ``parked`` does not fit this runner; if copying it in fails, the new slot is freed."""
         if not isinstance(parked, ParkedRequest):
             raise TypeError(f"parked must be a ParkedRequest (from offload), got {type(parked).__name__}")
         if (self.drafter is None) != (parked.drafter is None):
@@ -318,10 +331,17 @@ class ModelRunner:
         self.kv.check_parked(parked.kv, 1)
         self.pool.check_restore(parked.gdn)
         slot = self.pool.restore(parked.gdn)
-        self.kv.scatter(slot, parked.kv)
-        if self.drafter is not None:
-            self.drafter.unpark(slot, parked.drafter)
-        return int(slot[0])
+        s = int(slot[0])
+        self._live.add(s)
+        try:
+            self.kv.scatter(slot, parked.kv)
+            self._lens[s] = int(parked.kv["lens"][0])
+            if self.drafter is not None:
+                self.drafter.unpark(slot, parked.drafter)
+        except BaseException:
+            self.free(s)
+            raise
+        return s
 
     def states_equal(self, slots: list[int]) -> bool:
         """With ``shadow_backend``: the committed states of both pools are bitwise equal at every layer."""
@@ -331,3 +351,16 @@ class ModelRunner:
 
     def memory_report(self) -> dict[str, int]:
         return self.pool.memory_report()
+
+    def kv_len(self, slot: int) -> int:
+        """Committed KV length of ``slot`` (host mirror; nothing is read back)."""
+        return self._lens[slot]
+
+    def pad_kv(self, slots: list[int], n: int) -> None:
+        """FOR BENCHMARKS ONLY: the slots pretend to hold ``n`` more committed tokens, whose keys and values are
+        whatever their new pages hold. Memory and attention cost become those of a longer context without
+        prefilling it; what the model computes from then on is meaningless."""
+        self.kv.reserve(slots, [self._lens[s] + n + self.cfg.window for s in slots])
+        self.kv.lens[self._slots(slots).long()] += n
+        for s in slots:
+            self._lens[s] += n

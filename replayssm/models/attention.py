@@ -7,9 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..ops.qk_norm_rope import qk_norm_rope
 from ..state.kv import KVCache
 from .config import ModelConfig
-from .layers import RMSNorm, apply_rope
+from .layers import RMSNorm, apply_rope, fuse_linears, is_fused
 from .rope import RotaryEmbedding
 from .step import Step, StepKind
 
@@ -27,15 +28,42 @@ class GatedAttention(nn.Module):
         self.nH, self.nKV, self.hd = nH, nKV, hd
         self.rope = RotaryEmbedding(cfg.rotary_dim, cfg.rope_theta, cfg.rope_scaling)
         self.index = attn_index
+        self.eps = cfg.rms_norm_eps
+        self._qkv: torch.Tensor | None = None
+        self.rope_cache: list | None = None  # shared by the model's attention layers: [positions, cos, sin]
+
+    def _rope(self, positions: torch.Tensor):
+        """cos, sin [N, rotary_dim] of ``positions``; computed once per step when the layers share a cache (the
+        same positions tensor reaches every layer of a step)."""
+        c = self.rope_cache
+        if c and c[0] is positions:
+            return c[1], c[2]
+        cos, sin = self.rope(positions)
+        if c is not None:
+            c[:] = [positions, cos, sin]
+        return cos, sin
+
+    def fuse_(self) -> None:
+        if self.q_proj.bias is None and not is_fused(self._qkv, self.q_proj):
+            self._qkv = fuse_linears(self.q_proj, self.k_proj, self.v_proj)
 
     def project(self, x: torch.Tensor, positions: torch.Tensor):
-        """x [N, D], positions [N] -> q [N, nH, hd], k, v [N, nKV, hd] (normed, rotated), gate [N, nH * hd]."""
-        N = x.shape[0]
-        qg = self.q_proj(x).view(N, self.nH, 2 * self.hd)
-        q, gate = qg[..., : self.hd], qg[..., self.hd :].reshape(N, -1)
-        k = self.k_norm(self.k_proj(x).view(N, self.nKV, self.hd))
-        v = self.v_proj(x).view(N, self.nKV, self.hd)
-        cos, sin = self.rope(positions)
+        """x [N, D], positions [N] -> q [N, nH, hd], k [N, nKV, hd] (normed, rotated), v [N, nKV, hd] (may be a
+        strided view), gate [N, nH * hd]."""
+        N, nH, nKV, hd = x.shape[0], self.nH, self.nKV, self.hd
+        cos, sin = self._rope(positions)
+        if is_fused(self._qkv, self.q_proj):  # one GEMM, then norm + rotary of q and k in one kernel each
+            qkv = F.linear(x, self._qkv)
+            qg = qkv[:, : 2 * nH * hd].view(N, nH, 2 * hd)
+            q, gate = qg[..., :hd], qg[..., hd:].reshape(N, -1)
+            k = qkv[:, 2 * nH * hd : (2 * nH + nKV) * hd].view(N, nKV, hd)
+            v = qkv[:, (2 * nH + nKV) * hd :].view(N, nKV, hd)
+            q = qk_norm_rope(q, self.q_norm.weight, cos, sin, eps=self.eps)
+            return q, qk_norm_rope(k, self.k_norm.weight, cos, sin, eps=self.eps), v, gate
+        qg = self.q_proj(x).view(N, nH, 2 * hd)
+        q, gate = qg[..., :hd], qg[..., hd:].reshape(N, -1)
+        k = self.k_norm(self.k_proj(x).view(N, nKV, hd))
+        v = self.v_proj(x).view(N, nKV, hd)
         return apply_rope(self.q_norm(q), cos, sin), apply_rope(k, cos, sin), v, gate
 
     def output(self, o: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
@@ -43,28 +71,17 @@ class GatedAttention(nn.Module):
         return self.o_proj(o * torch.sigmoid(gate))
 
     def forward(self, x: torch.Tensor, step: Step, kv: KVCache) -> torch.Tensor:
-        N = x.shape[0]
+        N, hd = x.shape[0], self.hd
         q, k, v, gate = self.project(x, step.positions)
         B, T = step.B, step.T
-        q, k, v = (t.view(B, T, -1, self.hd) for t in (q, k, v))
-        ck, cv = kv.k[self.index], kv.v[self.index]
-        pos = step.start[:, None] + torch.arange(T, device=x.device)[None, :]  # [B, T]
-        ck[step.kv_rows[:, None], pos] = k
-        cv[step.kv_rows[:, None], pos] = v
-        prefill = step.kind is StepKind.PREFILL
-        if prefill:  # a fresh slot: attend to the prompt itself
-            keys, vals, L = k, v, T
-        elif step.contiguous:
-            keys, vals, L = ck[:B], cv[:B], kv.max_len
-        else:
-            keys, vals, L = ck[step.kv_rows], cv[step.kv_rows], kv.max_len
-        key_pos = torch.arange(L, device=x.device)
-        if prefill:
-            mask = key_pos[None, None, :] <= torch.arange(T, device=x.device)[None, :, None]
-        else:
-            mask = key_pos[None, None, :] <= pos[:, :, None]  # [B, T, L]: committed past + causal window
-        o = F.scaled_dot_product_attention(
-            q.transpose(1, 2), keys.transpose(1, 2), vals.transpose(1, 2), attn_mask=mask[:, None],
-            scale=self.hd**-0.5, enable_gqa=True,
-        )  # fmt: skip
-        return self.output(o.transpose(1, 2).reshape(N, -1), gate)
+        index = step.kv_index if step.kv_index is not None else kv.token_index(step.kv_rows, step.positions)
+        kv.write(self.index, k, v, index)
+        if step.kind is StepKind.PREFILL:  # a fresh slot: attend to the prompt itself
+            qq, kk, vv = (t.reshape(B, T, -1, hd).transpose(1, 2) for t in (q, k, v))
+            causal = torch.arange(T, device=x.device)
+            mask = causal[None, :] <= causal[:, None]
+            o = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask, scale=hd**-0.5, enable_gqa=True)
+            o = o.transpose(1, 2)
+        else:  # the committed past and the causal window, read page by page
+            o = kv.attend(self.index, q, step.kv_rows, step.start, T=T, scale=hd**-0.5)
+        return self.output(o.reshape(N, -1), gate)

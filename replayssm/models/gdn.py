@@ -10,13 +10,14 @@ from __future__ import annotations
 import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..ops import gdn_recurrent
 from ..ops.conv import causal_conv1d_prefill
 from ..state.backend import GDNStateBackend
 from .config import ModelConfig
-from .layers import RMSNormGated
+from .layers import RMSNormGated, fuse_linears, is_fused
 from .step import Step, StepKind
 
 try:  # optional GPU prefill path; always called by keyword (its positional order is a trap)
@@ -46,12 +47,22 @@ class GatedDeltaNet(nn.Module):
         self.out_proj = nn.Linear(HV * V, D, bias=False)
         self.H, self.HV, self.K, self.V, self.C = H, HV, K, V, C
         self.index = gdn_index
+        self._qkvz: torch.Tensor | None = None
+
+    def fuse_(self) -> None:
+        # q|k|v and z in one GEMM; the conv and the output norm read its slices in place
+        if not self.next_layout and not is_fused(self._qkvz, self.in_proj_qkv):
+            self._qkvz = fuse_linears(self.in_proj_qkv, self.in_proj_z)
 
     def _project(self, x: torch.Tensor):
         """x [N, D] -> mixed q|k|v [N, C] (conv input), z [N, HV, V], b, a [N, HV]."""
         N, H, HV, K, V = x.shape[0], self.H, self.HV, self.K, self.V
         if not self.next_layout:
-            return self.in_proj_qkv(x), self.in_proj_z(x).view(N, HV, V), self.in_proj_b(x), self.in_proj_a(x)
+            b, a = self.in_proj_b(x), self.in_proj_a(x)
+            if is_fused(self._qkvz, self.in_proj_qkv):
+                qkvz = F.linear(x, self._qkvz)
+                return qkvz[:, : self.C], qkvz[:, self.C :].view(N, HV, V), b, a
+            return self.in_proj_qkv(x), self.in_proj_z(x).view(N, HV, V), b, a
         r = HV // H
         p = self.in_proj_qkvz(x).view(N, H, 2 * K + 2 * r * V)
         q, k, v, z = torch.split(p, [K, K, r * V, r * V], dim=-1)
@@ -77,9 +88,10 @@ class GatedDeltaNet(nn.Module):
             o, state = self._prefill_delta_rule(q, k, v, a, b, step)
             pool.write_prefill(self.index, step.slots, state, conv_state)
         else:
-            y = pool.conv_update(self.index, mixed, weight=weight, bias=None, slots=step.slots,
-                                 cu_seqlens=step.cu_seqlens)  # fmt: skip
-            q, k, v = self._split(y)
+            HK, N = self.H * self.K, x.shape[0]
+            q, k, v = pool.conv_update(self.index, mixed, weight=weight, bias=None, slots=step.slots,
+                                       cu_seqlens=step.cu_seqlens, split=(HK, HK, self.HV * self.V))  # fmt: skip
+            q, k, v = q.view(N, self.H, self.K), k.view(N, self.H, self.K), v.view(N, self.HV, self.V)
             fn = pool.decode if step.kind is StepKind.DECODE else pool.verify
             o = fn(self.index, q, k, v, a, b, **kw)
         return self.out_proj(self.norm(o, z).reshape(x.shape[0], -1))

@@ -12,7 +12,7 @@ from .config import ModelConfig
 from .model import HybridLM
 
 _IGNORED = (re.compile(r"^model\.visual\."),)
-_FUSED = re.compile(r"^((?:model|mtp)\.layers\.\d+\.mlp\.experts)\.(gate_up_proj|down_proj)$")
+_PER_EXPERT = re.compile(r"^(.+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 _MTP_LAYER = re.compile(r"^mtp\.layers\.(\d+)\.")
 
 
@@ -29,21 +29,28 @@ def _canonical(name: str) -> str | None:
     return None if any(p.match(name) for p in _IGNORED) else name
 
 
-def _unfuse(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Fused expert tensors (experts.gate_up_proj [E, 2I, D], experts.down_proj [E, D, I]) -> per-expert names."""
-    out = {}
+def _stack_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Per-expert tensors (experts.{e}.gate_proj/up_proj/down_proj.weight, as in the published checkpoints) ->
+    the model's stacked ones (experts.gate_up_proj [E, 2I, D], experts.down_proj [E, D, I]). Checkpoints saved
+    with the stacked names already pass through; an incomplete set of experts is left as it is, for the strict
+    loader to name."""
+    out, groups = {}, {}
     for name, t in tensors.items():
-        m = _FUSED.match(name)
-        if not m:
+        m = _PER_EXPERT.match(name)
+        if m:
+            prefix, e, kind = m.groups()
+            groups.setdefault(prefix, {}).setdefault(int(e), {})[kind] = (name, t)
+        else:
             out[name] = t
+    for prefix, experts in groups.items():
+        E = max(experts) + 1
+        if len(experts) != E or any(len(k) != 3 for k in experts.values()):
+            out.update({n: t for k in experts.values() for n, t in k.values()})
             continue
-        prefix, kind = m.groups()
-        for e in range(t.shape[0]):
-            if kind == "gate_up_proj":
-                gate, up = t[e].chunk(2, dim=0)
-                out[f"{prefix}.{e}.gate_proj.weight"], out[f"{prefix}.{e}.up_proj.weight"] = gate, up
-            else:
-                out[f"{prefix}.{e}.down_proj.weight"] = t[e]
+        out[f"{prefix}.gate_up_proj"] = torch.stack(
+            [torch.cat([experts[e]["gate_proj"][1], experts[e]["up_proj"][1]], 0) for e in range(E)]
+        )
+        out[f"{prefix}.down_proj"] = torch.stack([experts[e]["down_proj"][1] for e in range(E)])
     return out
 
 
@@ -62,7 +69,7 @@ def read_safetensors(folder: Path, progress=None) -> dict[str, torch.Tensor]:
                 tensors[c] = t
         if progress is not None:
             progress(f.stat().st_size)
-    return _unfuse(tensors)
+    return _stack_experts(tensors)
 
 
 def load_weights(model: HybridLM, tensors: dict[str, torch.Tensor]) -> None:

@@ -35,8 +35,9 @@ class DecoderLayer(nn.Module):
 
     def forward(self, h: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache) -> torch.Tensor:
         x = self.input_layernorm(h)
-        h = h + (self.linear_attn(x, step, pool) if self.is_gdn else self.self_attn(x, step, kv))
-        return h + self.mlp(self.post_attention_layernorm(h))
+        h, x = self.post_attention_layernorm.add(self.linear_attn(x, step, pool) if self.is_gdn else
+                                                 self.self_attn(x, step, kv), h)  # fmt: skip
+        return h + self.mlp(x)
 
 
 class _Body(nn.Module):
@@ -46,6 +47,10 @@ class _Body(nn.Module):
         gdn = {i: n for n, i in enumerate(cfg.gdn_layers)}
         attn = {i: n for n, i in enumerate(cfg.attention_layers)}
         self.layers = nn.ModuleList(DecoderLayer(cfg, i, gdn.get(i, attn.get(i))) for i in range(cfg.num_layers))
+        rope_cache: list = []  # one cos/sin computation per step for all attention layers
+        for layer in self.layers:
+            if not layer.is_gdn:
+                layer.self_attn.rope_cache = rope_cache
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
 
@@ -73,6 +78,13 @@ class HybridLM(nn.Module):
         which gives every module its own new parameter)."""
         if self.config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+
+    def fuse_projections(self) -> None:
+        """Run sibling projections as one GEMM each (attention q|k|v, MLP gate|up): their weights become views of
+        one tensor. Call it once the model is on its final device and dtype (the runner does); idempotent."""
+        for m in self.modules():
+            if m is not self and hasattr(m, "fuse_"):
+                m.fuse_()
 
     def hidden(self, ids: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache) -> torch.Tensor:
         """The final-norm hidden states [N, D] of the step's tokens (what the LM head and the MTP head read)."""

@@ -26,7 +26,9 @@ class Step:
     slots: [B] int32 (-1 = padding row). cu_seqlens: [B+1] int32. start: [B] int64, the committed length of
     each row before this step (KV position of its first new token). positions: [B*T] int64 absolute
     positions. kv_rows: [B] int64 rows of the KV cache (sink for padding). contiguous: the live slots are
-    exactly 0..B-1 in order (the KV cache can be sliced). All tensors are on the model's device.
+    exactly 0..B-1 in order. kv_index: [B*T] int64 where each new token's key and value go in the paged KV
+    cache (``KVCache.token_index``; computed once per step for all attention layers; None: each layer
+    computes it). All tensors are on the model's device.
     """
 
     kind: StepKind
@@ -37,6 +39,7 @@ class Step:
     kv_rows: torch.Tensor
     T: int
     contiguous: bool = False
+    kv_index: torch.Tensor | None = None
 
     @property
     def B(self) -> int:
@@ -53,4 +56,4 @@ class Step:
         start = kv.lens[rows].long()
         positions = (start[:, None] + torch.arange(T, device=dev)[None, :]).reshape(-1)
         cu = torch.arange(0, B * T + 1, T, dtype=torch.int32, device=dev)
-        return cls(kind, slots, cu, start, positions, rows, T, contiguous)
+        return cls(kind, slots, cu, start, positions, rows, T, contiguous, kv.token_index(rows, positions))

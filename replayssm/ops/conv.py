@@ -16,12 +16,16 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ._common import use_triton
 from ._validate import ACT_DTYPES, check_tensor
+from .conv_update import conv_update_triton
 from .scatter import scatter_slots_
 
 
 def _check_conv(x, weight, bias, conv_state=None):
-    check_tensor("x", x, ndim=2, dtypes=ACT_DTYPES)
+    check_tensor("x", x, ndim=2, dtypes=ACT_DTYPES, contiguous=False)
+    if x.stride(1) != 1:
+        raise ValueError(f"x must have a unit last stride (rows may be slices of a wider tensor), got {x.stride()}")
     C = x.shape[1]
     check_tensor("weight", weight, ndim=2, dtypes=ACT_DTYPES, device=x.device)
     if weight.shape[0] != C:
@@ -59,14 +63,28 @@ def causal_conv1d_prefill(x, weight, bias, cu_seqlens, initial_state=None):
     return y, final
 
 
-def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch):
+def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch, *, impl: str = "auto",
+                         split: tuple[int, int, int] | None = None):  # fmt: skip
     """One speculative window per row, state untouched; fills ``scratch`` for ``conv_commit``.
 
-    x: [N, C]; conv_state: [S, W-1, C]; slots: [B] int32 (-1 padding); cu_seqlens: [B+1] int32 with
-    windows of at most T_max tokens; scratch: [>=B, W-1+T_max, C] (x's dtype), written for
-    rows 0..B-1. Returns y: [N, C] (padding rows' outputs are 0).
+    x: [N, C] (unit last stride); conv_state: [S, W-1, C]; slots: [B] int32 (-1 padding); cu_seqlens: [B+1]
+    int32 with windows of at most T_max tokens; scratch: [>=B, W-1+T_max, C] (x's dtype), written for
+    rows 0..B-1. Returns y: [N, C] (padding rows' outputs are 0), or with ``split`` (three widths summing to
+    C, e.g. the q, k, v channels) three contiguous [N, width] tensors. ``impl``: the Triton kernel
+    (``ops.conv_update``, which writes the split outputs in place) on CUDA tensors, this PyTorch reference on
+    CPU tensors.
     """
     _check_conv(x, weight, bias, conv_state)
+    if split is not None and (len(split) != 3 or sum(split) != x.shape[1] or min(split) < 1):
+        raise ValueError(f"split must be three positive widths summing to C={x.shape[1]}, got {split}")
+    if use_triton(impl, x):
+        return conv_update_triton(x, conv_state, weight, bias, slots, cu_seqlens, scratch, split)
+    y = causal_conv1d_update_reference(x, conv_state, weight, bias, slots, cu_seqlens, scratch)
+    return y if split is None else tuple(t.contiguous() for t in y.split(list(split), dim=1))
+
+
+def causal_conv1d_update_reference(x, conv_state, weight, bias, slots, cu_seqlens, scratch):
+    """PyTorch reference of ``causal_conv1d_update`` (same arguments; plain tensor ops, graph-capturable)."""
     N, C = x.shape
     W = weight.shape[1]
     B = slots.shape[0]

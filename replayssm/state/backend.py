@@ -46,8 +46,10 @@ class GDNStateBackend(Protocol):
         ...
 
     def conv_update(self, layer: int, x: torch.Tensor, *, weight: torch.Tensor, bias: torch.Tensor | None,
-                    slots: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:  # fmt: skip
-        """Causal conv1d + SiLU of the step's tokens x [N, C] -> [N, C]."""
+                    slots: torch.Tensor, cu_seqlens: torch.Tensor,
+                    split: tuple[int, int, int] | None = None):  # fmt: skip
+        """Causal conv1d + SiLU of the step's tokens x [N, C] -> [N, C]; with ``split`` (three widths summing to
+        C) three contiguous [N, width] tensors instead (q, k, v without a copy)."""
         ...
 
     def verify(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor,

@@ -1,45 +1,144 @@
-"""Per-slot KV cache of the full-attention layers, with speculative truncation.
+"""Paged KV cache of the full-attention layers, with speculative truncation.
 
-``k``, ``v``: [attention layers, S + 1, max_len, nKV, hd]; row S is a sink that padding rows write
-into, so a padded CUDA-graph batch never touches a live slot. ``lens`` [S + 1] int32 holds each
-slot's committed length on the device: a verify step writes its whole window after ``lens`` and
-``commit`` advances ``lens`` by the accepted count, so rejected entries are simply overwritten later.
+``k``, ``v``: [attention layers, P + 1, page, nKV, hd]; page P is a sink that padding rows (and unassigned
+table entries) point at, so a padded CUDA-graph batch never touches a live slot. ``block_table`` [S + 1,
+pages_per_slot] int32 lists each slot's pages (row S, the sink row of padding, points only at the sink).
+``lens`` [S + 1] int32 holds each slot's committed length on the device: a verify step writes its whole window
+after ``lens`` and ``commit`` advances ``lens`` by the accepted count, so rejected entries are simply
+overwritten later.
+
+Two ways to hand out pages. Static (``num_pages=None``, the default): every slot owns ``pages_per_slot`` pages
+for life, like a dense cache, and nothing is ever reserved. Dynamic (``num_pages=n``): the memory holds ``n``
+pages shared by all slots and follows the tokens actually held; the host reserves pages before a step
+(``reserve``: at most a few page ids written into the table, no read back) and gives them back with
+``release``. Either way attention reads only the pages a row holds (``ops.paged_attention``).
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..ops.paged_attention import paged_attention
+from .lifecycle import PoolExhaustedError
+
+PAGE_SIZE = 64
+
 
 class KVCache:
     def __init__(self, num_layers: int, num_slots: int, max_len: int, num_kv_heads: int, head_dim: int, *, dtype,
-                 device):  # fmt: skip
-        shape = (num_layers, num_slots + 1, max_len, num_kv_heads, head_dim)
+                 device, page_size: int = PAGE_SIZE, num_pages: int | None = None):  # fmt: skip
+        if page_size < 1 or page_size & (page_size - 1):
+            raise ValueError(f"page_size must be a power of two, got {page_size}")
+        self.page_size, self.pages_per_slot = page_size, -(-max_len // page_size)
+        self.dynamic = num_pages is not None
+        P = num_pages if self.dynamic else num_slots * self.pages_per_slot
+        if P < 1:
+            raise ValueError(f"num_pages must be >= 1, got {num_pages}")
+        self.num_pages = P
+        shape = (num_layers, P + 1, page_size, num_kv_heads, head_dim)
+        # zeros, not empty: attention masks unread keys by score, and a NaN in a masked page would still leak
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.block_table = torch.full((num_slots + 1, self.pages_per_slot), P, dtype=torch.int32, device=device)
+        if not self.dynamic:
+            self.block_table[:num_slots] = torch.arange(P, dtype=torch.int32, device=device).view(num_slots, -1)
         self.lens = torch.zeros(num_slots + 1, dtype=torch.int32, device=device)
         self.num_slots, self.max_len = num_slots, max_len
+        self._free = list(range(P - 1, -1, -1))  # dynamic: pop() hands out 0, 1, 2, ...
+        self._pages: list[list[int]] = [[] for _ in range(num_slots)]
 
     @property
     def nbytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
 
+    @property
+    def free_tokens(self) -> int:
+        """Tokens that unreserved pages can still hold (dynamic); every slot's ``max_len`` is its own (static)."""
+        return len(self._free) * self.page_size if self.dynamic else self.num_slots * self.max_len
+
+    def pages_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.page_size)
+
     def rows(self, slots: torch.Tensor) -> torch.Tensor:
         """KV rows of a batch: the slot, or the sink row for padding (-1)."""
         return torch.where(slots >= 0, slots, self.num_slots).long()
 
+    def reserve(self, slots: list[int], lengths: list[int]) -> None:
+        """Make sure slot ``slots[i]`` has pages for ``lengths[i]`` tokens (host bookkeeping; new page ids are
+        written into the table in one copy). Raises before anything changes when they do not fit."""
+        if any(n > self.max_len for n in lengths):
+            raise ValueError(f"lengths {lengths} exceed max_len={self.max_len}")
+        if not self.dynamic:
+            return
+        need = [(s, self.pages_for(n) - len(self._pages[s])) for s, n in zip(slots, lengths)]
+        total = sum(max(0, k) for _, k in need)
+        if total > len(self._free):
+            raise PoolExhaustedError(f"the KV cache needs {total} more pages of {self.page_size} tokens, "
+                                     f"{len(self._free)} of {self.num_pages} are free")  # fmt: skip
+        cells, pages = [], []
+        for s, k in need:
+            for _ in range(k):
+                page = self._free.pop()
+                cells.append(s * self.pages_per_slot + len(self._pages[s]))
+                self._pages[s].append(page)
+                pages.append(page)
+        if cells:
+            dev = self.block_table.device
+            self.block_table.view(-1)[torch.tensor(cells, device=dev)] = torch.tensor(pages, dtype=torch.int32,
+                                                                                      device=dev)  # fmt: skip
+
+    def release(self, slots: list[int]) -> None:
+        """Give the pages of ``slots`` back (dynamic); their table rows point at the sink again."""
+        if not self.dynamic:
+            return
+        for s in slots:
+            self._free.extend(reversed(self._pages[s]))
+            self._pages[s] = []
+        if slots:
+            self.block_table[torch.tensor(slots, device=self.block_table.device)] = self.num_pages
+
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
         rows = self.rows(slots)
         self.lens.index_add_(0, rows, torch.where(slots >= 0, num_accepted, 0).to(torch.int32))
-        self.lens[self.num_slots] = 0
+        self.lens.narrow(0, self.num_slots, 1).zero_()  # the padding row; graph-safe (no host scalar copy)
 
     def reset(self, slots: torch.Tensor) -> None:
         self.lens[slots.long()] = 0
 
+    def token_index(self, rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Flat cache index [B*T] (into [(P + 1) * page]) of each new token: rows [B] int64, positions [B*T]."""
+        B = rows.shape[0]
+        row_of = rows[:, None].expand(B, positions.shape[0] // max(1, B)).reshape(-1)
+        page = self.block_table[row_of, (positions // self.page_size).clamp(max=self.pages_per_slot - 1)]
+        return page.long() * self.page_size + positions % self.page_size
+
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> None:
+        """Store the step's keys and values [N, nKV, hd] of attention layer ``layer`` at ``index`` [N] (from
+        ``token_index``)."""
+        ck, cv = self.k[layer], self.v[layer]
+        ck.view(-1, *ck.shape[2:]).index_copy_(0, index, k)
+        cv.view(-1, *cv.shape[2:]).index_copy_(0, index, v)
+
+    def attend(self, layer: int, q: torch.Tensor, rows: torch.Tensor, start: torch.Tensor, *, T: int,
+               scale: float) -> torch.Tensor:  # fmt: skip
+        """Causal attention of windows of T queries q [B*T, nH, hd] over rows' cached keys (committed past
+        ``start`` [B] + the window, written first with ``write``); rows [B] int64. Returns [B*T, nH, hd]."""
+        return paged_attention(q.contiguous(), self.k[layer], self.v[layer], self.block_table, rows, start, T=T,
+                               scale=scale)  # fmt: skip
+
+    def _dense(self, cache: torch.Tensor, slot: int, n: int) -> torch.Tensor:
+        pages = self.block_table[slot, : self.pages_for(n)].long()
+        return cache[:, pages].flatten(1, 2)[:, :n]  # [NL, n, nKV, hd]
+
     def gather(self, slots: torch.Tensor) -> dict:
-        idx = slots.long()
-        n = int(self.lens[idx].max()) if idx.numel() else 0
-        return {"k": self.k[:, idx, :n].cpu(), "v": self.v[:, idx, :n].cpu(), "lens": self.lens[idx].cpu()}
+        """The committed entries of ``slots`` on the CPU: k, v [NL, n, max len, nKV, hd], lens [n] int32."""
+        lens = self.lens[slots.long()].cpu()
+        n = int(lens.max()) if lens.numel() else 0
+        k = self.k.new_zeros(self.k.shape[0], len(lens), n, *self.k.shape[3:])
+        v = torch.zeros_like(k)
+        for i, (s, m) in enumerate(zip(slots.tolist(), lens.tolist())):
+            k[:, i, :m], v[:, i, :m] = self._dense(self.k, s, m), self._dense(self.v, s, m)
+        return {"k": k.cpu(), "v": v.cpu(), "lens": lens}
 
     def check_parked(self, data, num_slots: int) -> None:
         """Raise unless ``data`` is what ``gather`` returns for ``num_slots`` slots of a cache of this layout."""
@@ -60,9 +159,13 @@ class KVCache:
                 raise ValueError(f"parked KV {name} must be a {want} {self.k.dtype} tensor, got {got}")
 
     def scatter(self, slots: torch.Tensor, data: dict) -> None:
+        """Put ``gather``'s entries into ``slots`` (reserving their pages first). Checks ``data`` and the pages
+        it needs before anything is written."""
         self.check_parked(data, slots.shape[0])
-        idx = slots.long()
-        n = data["k"].shape[2]
-        self.k[:, idx, :n] = data["k"].to(self.k.device)
-        self.v[:, idx, :n] = data["v"].to(self.v.device)
-        self.lens[idx] = data["lens"].to(self.lens.device)
+        ids, lens = slots.tolist(), data["lens"].tolist()
+        self.reserve(ids, lens)
+        for i, (s, m) in enumerate(zip(ids, lens)):
+            idx = self.token_index(torch.tensor([s], device=self.lens.device), torch.arange(m, device=self.lens.device))
+            self.k.flatten(1, 2)[:, idx] = data["k"][:, i, :m].to(self.k.device)
+            self.v.flatten(1, 2)[:, idx] = data["v"][:, i, :m].to(self.v.device)
+        self.lens[slots.long()] = data["lens"].to(self.lens.device)

@@ -130,8 +130,9 @@ class GDNStatePool:
         self.conv_state[layer, slots.long()] = conv_state.to(self.device)
 
     def conv_update(self, layer: int, x: Tensor, *, weight: Tensor, bias: Tensor | None, slots: Tensor,
-                    cu_seqlens: Tensor) -> Tensor:  # fmt: skip
-        """Causal conv1d + SiLU over the step's tokens x [N, C]; the conv state moves only at commit.
+                    cu_seqlens: Tensor, split: tuple[int, int, int] | None = None):  # fmt: skip
+        """Causal conv1d + SiLU over the step's tokens x [N, C] -> [N, C], or three contiguous [N, width] parts
+        with ``split``; the conv state moves only at commit.
 
         The first call of a step (this or ``verify``/``decode``) fixes its rows; see ``commit``."""
         layer = self._layer(layer)
@@ -140,7 +141,7 @@ class GDNStatePool:
         if self.cfg.validate:
             self.tracker.check_call("conv", layer, ids, cu_seqlens, None)
         scratch = self.conv_scratch[layer]
-        y = causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch)
+        y = causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch, split=split)
         if self.cfg.validate:
             self.tracker.record("conv", layer, ids, cu_seqlens, None)
         return y

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from replayssm.engine import graphs
 from replayssm.engine.engine import Engine
 from replayssm.engine.llm import LLM
 from replayssm.engine.runner import ModelRunner, RunnerConfig
@@ -68,19 +69,50 @@ def test_failed_generates_give_back_their_slots(llm, monkeypatch):
     """Finding 4: once max_slots calls had failed after admission, every later call returned empty outputs
     after a million idle iterations. Failures now release everything; the next call is exact."""
     ref = llm.generate([_prompt(seed=1), _prompt(9, seed=2)], max_new_tokens=12)
-    where = {"step": llm.runner, "prefill": llm.runner, "_accept": None}
+    where = [(llm.runner, "step_and_commit"), (llm.runner, "prefill"), (graphs, "accept_device")]
     for attempt in range(2 * llm.runner.cfg.max_slots + 1):
-        what = list(where)[attempt % 3]
+        obj, name = where[attempt % 3]  # before the step; in the prefill; inside the step, after the forward
         with monkeypatch.context() as m:
-            if what == "_accept":
-                m.setattr(Engine, "_accept", _raise)
-            else:
-                m.setattr(llm.runner, what, _raise)
+            m.setattr(obj, name, _raise)
             with pytest.raises(RuntimeError, match="injected"):
                 llm.generate([_prompt(seed=1), _prompt(9, seed=2)], max_new_tokens=12)
-        assert _idle(llm), what
+        assert _idle(llm), name
     out = llm.generate([_prompt(seed=1), _prompt(9, seed=2)], max_new_tokens=12)
     assert [o.token_ids for o in out] == [o.token_ids for o in ref]
+
+
+def test_failed_requests_give_back_their_kv_pages(tiny_model_dir, monkeypatch):
+    """With a shared paged KV cache (kv_tokens), requests whose prefill fails release their pages with their
+    slots; a step that fails is aborted (the requests keep what they hold and can go on), and release() gives
+    everything back."""
+    runner = ModelRunner(load_model(tiny_model_dir), RunnerConfig(max_slots=2, max_len=128, kv_tokens=256,
+                                                                  page_size=16))  # fmt: skip
+    full = runner.kv.free_tokens
+
+    def engine():
+        eng = Engine(runner, drafter="ngram")
+        return eng, [eng.add(_prompt(40, seed=5), 20), eng.add(_prompt(30, seed=6), 20)]
+
+    eng, reqs = engine()
+    with monkeypatch.context() as m:
+        m.setattr(runner.pool, "write_prefill", _raise)
+        with pytest.raises(RuntimeError, match="injected"):
+            eng.step()
+    assert all(r.done and r.error and r.slot is None for r in reqs)
+    assert runner.kv.free_tokens == full and runner.num_free == 2
+    eng, reqs = engine()
+    eng.step()
+    held, generated = runner.kv.free_tokens, [list(r.generated) for r in reqs]
+    assert held < full
+    with monkeypatch.context() as m:
+        m.setattr(graphs, "accept_device", _raise)
+        with pytest.raises(RuntimeError, match="injected"):
+            eng.step()
+    assert runner._in_flight is None and [r.generated for r in reqs] == generated
+    eng.step()  # goes on
+    eng.release()
+    assert runner.kv.free_tokens == full and runner.num_free == 2
+    assert all(r.done and r.error for r in reqs)
 
 
 def _raise(*a, **kw):

@@ -1,6 +1,7 @@
 """The MTP drafter: exact greedy speculative decoding, and its own KV cache rolled back with the window."""
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,11 @@ from replayssm.engine.mtp import MTPDrafter
 from replayssm.engine.runner import ModelRunner, RunnerConfig
 from replayssm.engine.spec import NgramDrafter
 from replayssm.models.loader import load_model
+from replayssm.tiny import TINY_MODEL
 from tests.helpers.hf_tiny import build
 from tests.helpers.mtp_ckpt import add_mtp
 
-ASSET = Path(__file__).resolve().parents[2] / "replayssm" / "assets" / "tiny"
+ASSET = TINY_MODEL
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
@@ -152,3 +154,25 @@ def test_training_forward_matches_the_drafter(mtp_model):
         logits = tiny_mtp.unrolled_logits(mtp_model.mtp, mtp_model.model.embed_tokens, mtp_model.lm_head, hidden,
                                           seq[None], T - 1)  # fmt: skip
     assert [int(x[0, P - 1].argmax()) for x in logits] == window[0, 1:].tolist()
+
+
+def test_cli_generate_drafter(tmp_path, capsys):
+    from replayssm.cli import main
+
+    assert main(["generate", "--model", str(ASSET), "--prompt", "def f(", "--drafter", "mtp", "--device", "cpu",
+                 "--max-new-tokens", "12", "--max-len", "64"]) == 0  # fmt: skip
+    assert "drafter mtp;" in capsys.readouterr().err
+    build("qwen3_5_text", tmp_path, seed=2)  # no MTP tensors
+    shutil.copy(ASSET / "tokenizer.json", tmp_path)
+    capsys.readouterr()  # drop what saving the checkpoint printed
+    assert main(["generate", "--model", str(tmp_path), "--prompt", "x", "--drafter", "mtp", "--device", "cpu"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "loading" not in ln]  # no progress bar
+    assert len(err) == 1 and "--drafter mtp:" in err[0] and "no mtp.* tensors" in err[0], err
+
+
+def test_sampling_with_mtp_drafts(mtp_model):
+    """Sampling: the drafts are argmax tokens (a one-hot draft distribution), so accept_sampling applies as is."""
+    eng = Engine(_runner(mtp_model, "replay", 4), drafter="mtp", temperature=0.8, seed=1)
+    reqs = [eng.add(p, 20) for p in _prompts()]
+    eng.run()
+    assert all(len(r.generated) == 20 and all(1 <= a <= 4 for a in r.accepted) for r in reqs)

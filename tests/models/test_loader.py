@@ -60,3 +60,29 @@ def test_config_errors(tmp_path):
                                "hidden_size": 8, "num_attention_heads": 2, "num_key_value_heads": 1})  # fmt: skip
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load_model(tmp_path)
+
+
+def test_per_expert_checkpoints_load_into_stacked_experts(tmp_path):
+    """Published MoE checkpoints name every expert's matrices; the model keeps them stacked ([E, 2I, D] gate|up,
+    [E, D, I] down). Both spellings load to the same model."""
+    build("qwen3_5_moe_text", tmp_path / "fused")
+
+    def split(t):
+        for n in [n for n in t if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+            w = t.pop(n)
+            prefix, kind = n.rsplit(".", 1)
+            for e in range(w.shape[0]):
+                if kind == "gate_up_proj":
+                    gate, up = w[e].chunk(2, 0)
+                    t[f"{prefix}.{e}.gate_proj.weight"], t[f"{prefix}.{e}.up_proj.weight"] = gate, up
+                else:
+                    t[f"{prefix}.{e}.down_proj.weight"] = w[e]
+
+    _rewrite(tmp_path / "fused", tmp_path / "split", split)
+    names = load_file(str(tmp_path / "split" / "model.safetensors"))
+    assert "model.layers.0.mlp.experts.3.up_proj.weight" in names
+    a, b = load_model(tmp_path / "fused"), load_model(tmp_path / "split")
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    _rewrite(tmp_path / "split", tmp_path / "short", lambda t: t.pop("model.layers.0.mlp.experts.1.down_proj.weight"))
+    with pytest.raises(WeightError, match="missing tensors: model.layers.0.mlp.experts.down_proj"):
+        load_model(tmp_path / "short")

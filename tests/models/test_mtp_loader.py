@@ -32,22 +32,20 @@ def test_mtp_tensors_round_trip(with_mtp):
     assert model.mtp is not None and model.config.mtp_num_hidden_layers == 1
     n_params = sum(1 for n, _ in model.named_parameters() if n.startswith("mtp."))
     checked = 0
+    experts = {}  # Qwen3-Next names every expert; the model stacks them (experts.gate_up_proj / down_proj)
     for name, t in mtp.items():
-        if name.endswith("experts.gate_up_proj"):  # fused [E, 2I, D] -> per expert gate [I, D], up [I, D]
-            prefix = name[: -len("gate_up_proj")]
-            for e in range(t.shape[0]):
-                gate, up = t[e].chunk(2, dim=0)
-                assert torch.equal(_param(model, f"{prefix}{e}.gate_proj.weight"), gate)
-                assert torch.equal(_param(model, f"{prefix}{e}.up_proj.weight"), up)
-                checked += 2
-        elif name.endswith("experts.down_proj"):
-            prefix = name[: -len("down_proj")]
-            for e in range(t.shape[0]):
-                assert torch.equal(_param(model, f"{prefix}{e}.down_proj.weight"), t[e])
-                checked += 1
-        else:
-            assert torch.equal(_param(model, name), t), name
-            checked += 1
+        if ".mlp.experts." in name and not name.endswith(("gate_up_proj", "down_proj")):
+            prefix, e, kind, _ = name.rsplit(".", 3)
+            experts.setdefault(prefix, {})[(int(e), kind)] = t
+            continue
+        assert torch.equal(_param(model, name), t), name
+        checked += 1
+    for prefix, w in experts.items():
+        E = 1 + max(e for e, _ in w)
+        gate_up = torch.stack([torch.cat([w[(e, "gate_proj")], w[(e, "up_proj")]]) for e in range(E)])
+        assert torch.equal(_param(model, f"{prefix}.gate_up_proj"), gate_up)
+        assert torch.equal(_param(model, f"{prefix}.down_proj"), torch.stack([w[(e, "down_proj")] for e in range(E)]))
+        checked += 2
     assert checked == n_params  # every MTP parameter came from the checkpoint
     # the main model is the same whether or not the head is loaded
     plain = load_model(path)

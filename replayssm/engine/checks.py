@@ -1,0 +1,84 @@
+"""Argument checks of the engine's public calls. They run on the host before anything is written or launched
+(never inside a captured CUDA graph): a call that fails them leaves every slot, page and request as it was."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+
+def is_int(val) -> bool:
+    """An int (Python or NumPy), not a bool."""
+    return isinstance(val, numbers.Integral) and not isinstance(val, bool)
+
+
+def check_positive_int(name: str, val) -> int:
+    if not is_int(val) or val < 1:
+        raise ValueError(f"{name}={val!r}: must be a positive int")
+    return int(val)
+
+
+def check_temperature(val) -> float:
+    if not isinstance(val, numbers.Real) or isinstance(val, bool) or not math.isfinite(val) or val < 0:
+        raise ValueError(f"temperature={val!r}: must be a finite number >= 0 (0 = greedy)")
+    return float(val)
+
+
+def check_token_ids(ids, vocab: int, name: str = "token ids") -> None:
+    """``ids``: an integer tensor, or a sequence of ints, all in [0, vocab)."""
+    if isinstance(ids, torch.Tensor):
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise TypeError(f"{name} must be integers, got a {ids.dtype} tensor")
+        bad = ids[(ids < 0) | (ids >= vocab)].tolist() if ids.numel() else []
+    else:
+        wrong = [t for t in ids if not is_int(t)]
+        if wrong:
+            raise TypeError(f"{name} must be ints, got {wrong[:3]!r}")
+        bad = [t for t in ids if not 0 <= t < vocab]
+    if bad:
+        raise ValueError(f"{name} {bad[:5]} are outside the vocabulary [0, {vocab})")
+
+
+def check_int_list(name: str, vals, n: int, lo: int, hi: int) -> list[int]:
+    """``vals``: a list of ``n`` ints in [lo, hi]."""
+    if not isinstance(vals, (list, tuple)) or len(vals) != n:
+        got = f"{len(vals)} entries" if isinstance(vals, (list, tuple)) else type(vals).__name__
+        raise ValueError(f"{name} has {got} for a step of {n} rows (one int per row)")
+    bad = [v for v in vals if not is_int(v) or not lo <= v <= hi]
+    if bad:
+        raise ValueError(f"{name} {bad[:5]} are outside [{lo}, {hi}]")
+    return [int(v) for v in vals]
+
+
+def check_tokens(tokens, window: int) -> tuple[int, int]:
+    """A step's tokens: an integer [B, T] tensor on the CPU or the device, B >= 1, 1 <= T <= window."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] == 0:
+        got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else f"{tokens!r:.60}"
+        raise ValueError(f"tokens must be a [B, T] tensor of token ids with B >= 1, got {got}")
+    B, T = tokens.shape
+    if not 1 <= T <= window:
+        raise ValueError(f"tokens has windows of {T} tokens; this runner verifies 1..{window} (window={window})")
+    return B, T
+
+
+def check_slots(slots, n: int, live: set[int]) -> list[int]:
+    """A step's rows: ``n`` distinct slots, each allocated (in ``live``)."""
+    if not isinstance(slots, (list, tuple)) or len(slots) != n:
+        raise ValueError(f"slots must list one slot per row of tokens ({n} rows), got {slots!r:.80}")
+    if any(not is_int(s) for s in slots) or len(set(slots)) != n:
+        raise ValueError(f"slots must be {n} distinct ints, got {list(slots)}")
+    dead = [s for s in slots if s not in live]
+    if dead:
+        raise ValueError(f"slots {dead} are not allocated (alloc() or restore() them first)")
+    return [int(s) for s in slots]
+
+
+def check_uniforms(uniforms, B: int, T: int) -> None:
+    """Sampling's host-drawn uniforms: a finite fp32 [B, 2T] tensor in [0, 1]."""
+    if not isinstance(uniforms, torch.Tensor) or tuple(uniforms.shape) != (B, 2 * T):
+        got = tuple(uniforms.shape) if isinstance(uniforms, torch.Tensor) else type(uniforms).__name__
+        raise ValueError(f"uniforms must be a [{B}, {2 * T}] fp32 tensor for Sampling, got {got}")
+    if uniforms.dtype != torch.float32 or not bool(((uniforms >= 0) & (uniforms <= 1)).all()):
+        raise ValueError("uniforms must be fp32 values in [0, 1]")

@@ -1,0 +1,98 @@
+"""What a ``ModelRunner`` is built from: ``RunnerConfig`` (checked on construction), the GDN pool layout it
+implies (``pool_config``), and the CPU copy of a preempted request (``ParkedRequest``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..models.model import HybridLM
+from ..ops.ring import ring_length_for
+from ..state import PoolConfig
+from ..state.backend import Parked
+from ..state.config import BACKENDS
+from .checks import is_int
+
+GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """``window`` = T (last accepted token + drafts; 1 = plain decode only). ``ring_len``: the shortest ring the
+    replay backend may use; the pool's ring is ``ring_length_for(window, at_least=ring_len)``, the smallest power
+    of two >= 2 * window and >= ring_len. ``validate``: the pool's host-side protocol checks (turned off
+    automatically with CUDA graphs). ``shadow_backend``: a second pool fed the same inputs (``LockstepPool``),
+    for bitwise checks. ``kv_tokens``: paged KV memory shared by all slots, in tokens (None: ``max_len`` for
+    every slot); ``page_size``: a KV cache page, in tokens. ``device_drafter="mtp"``: draft inside the step with
+    the model's MTP head (window >= 2). Errors name the field as the caller passed it (``window=``, ...)."""
+
+    backend: str = "replay"
+    max_slots: int = 16
+    max_len: int = 1024
+    window: int = 4
+    ring_len: int = 16
+    cuda_graphs: bool = True
+    validate: bool = True
+    shadow_backend: str | None = None
+    kv_tokens: int | None = None
+    page_size: int = 64
+    device_drafter: str | None = None
+
+    def __post_init__(self):
+        for name in ("max_slots", "max_len", "window", "ring_len", "page_size"):
+            val = getattr(self, name)
+            if not is_int(val) or val < 1:
+                raise ValueError(f"{name}={val!r}: must be a positive int")
+        for name in ("ring_len", "page_size"):
+            val = getattr(self, name)
+            if val & (val - 1):
+                raise ValueError(f"{name}={val}: must be a power of two")
+        if self.kv_tokens is not None and (not is_int(self.kv_tokens) or self.kv_tokens < 1):
+            raise ValueError(f"kv_tokens={self.kv_tokens!r}: must be a positive int or None")
+        for name in ("backend", "shadow_backend"):
+            val = getattr(self, name)
+            if not (val is None and name == "shadow_backend") and val not in BACKENDS:
+                raise ValueError(f"{name}={val!r}: must be one of {BACKENDS}")
+        for name in ("cuda_graphs", "validate"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name}={getattr(self, name)!r}: must be a bool")
+        if self.window + 1 > self.max_len:
+            raise ValueError(f"max_len={self.max_len} leaves no room for a prompt and a window of {self.window}")
+        if self.device_drafter not in (None, "mtp"):
+            raise ValueError(f"device_drafter must be None or 'mtp', got {self.device_drafter!r}")
+
+    @property
+    def ring_length(self) -> int:
+        """The ring length L of the replay pool: a power of two >= 2 * window and >= ring_len."""
+        return ring_length_for(self.window, at_least=self.ring_len)
+
+
+@dataclass(frozen=True)
+class ParkedRequest:
+    """A preempted request's state on the CPU: its GDN slots, its KV cache rows, its device drafter's state."""
+
+    gdn: Parked
+    kv: dict[str, torch.Tensor]
+    drafter: dict | None = None
+
+
+def padded(n: int) -> int:
+    """The captured batch size a step of ``n`` rows runs at."""
+    return next((b for b in GRAPH_BATCH_SIZES if b >= n), n)
+
+
+def uses_graphs(model: HybridLM, cfg: RunnerConfig) -> bool:
+    return cfg.cuda_graphs and next(model.parameters()).is_cuda
+
+
+def pool_config(model: HybridLM, cfg: RunnerConfig) -> PoolConfig:
+    """The GDN state layout a runner of ``cfg`` needs for ``model`` (on the model's device, in its dtype)."""
+    mc, p = model.config, next(model.parameters())
+    shape = mc.gdn_shape
+    return PoolConfig(
+        num_slots=cfg.max_slots, num_layers=len(mc.gdn_layers), H=shape.H, HV=shape.HV, K=shape.K, V=shape.V,
+        window=cfg.window, ring_len=cfg.ring_length, backend=cfg.backend, dtype=p.dtype,
+        conv_kernel=mc.conv_kernel, max_batch=padded(cfg.max_slots), device=p.device,
+        validate=cfg.validate and not uses_graphs(model, cfg),
+    )  # fmt: skip

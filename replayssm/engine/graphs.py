@@ -1,0 +1,121 @@
+"""Whole engine steps as CUDA graphs: the static buffers a step reads and writes, and their capture.
+
+One captured step is model forward + acceptance + commit of the GDN state, the KV cache and the device
+drafter. Its inputs are packed into one int64 buffer (slot, real draft count, prescribed accepted count, the
+window's tokens) and one fp32 buffer (sampling uniforms, temperature) per row, each filled from a pinned host
+copy with one non-blocking transfer; its output is one [B, T + 1] int64 buffer (accepted count, tokens) read
+back with one transfer. Nothing else crosses between host and device during a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..models.step import Step, StepKind
+from .accept import Rule, accept_device
+
+INT_COLS = 3  # slot, num_drafts, prescribed num_accepted; then the T window tokens
+
+
+@dataclass
+class StepIO:
+    """Static buffers of a step with ``B`` rows and window ``T`` (device + pinned host mirrors)."""
+
+    ints: torch.Tensor  # [B, 3 + T] int64
+    floats: torch.Tensor  # [B, 2T + 1] fp32: uniforms, temperature
+    host_ints: torch.Tensor
+    host_floats: torch.Tensor
+    host_out: torch.Tensor  # [B, T + 1] int64
+
+    @classmethod
+    def allocate(cls, B: int, T: int, device: torch.device) -> StepIO:
+        pin = device.type == "cuda"
+        ints = torch.zeros(B, INT_COLS + T, dtype=torch.int64, device=device)
+        floats = torch.ones(B, 2 * T + 1, dtype=torch.float32, device=device)
+        return cls(ints, floats, torch.zeros(B, INT_COLS + T, dtype=torch.int64, pin_memory=pin),
+                   torch.ones(B, 2 * T + 1, dtype=torch.float32, pin_memory=pin),
+                   torch.zeros(B, T + 1, dtype=torch.int64, pin_memory=pin))  # fmt: skip
+
+    def load(self, slots: list[int], tokens: torch.Tensor, num_drafts: list[int], prescribed: list[int] | None,
+             uniforms: torch.Tensor | None, temperature: float) -> None:  # fmt: skip
+        """Fill the first len(slots) rows (the rest are padding: slot -1) and send them to the device."""
+        B = len(slots)
+        hi, hf = self.host_ints, self.host_floats
+        hi.zero_()
+        hi[:, 0] = -1
+        hi[:, 2] = 1
+        hi[:B, 0] = torch.tensor(slots, dtype=torch.int64)
+        hi[:B, 1] = torch.tensor(num_drafts, dtype=torch.int64)
+        if prescribed is not None:
+            hi[:B, 2] = torch.tensor(prescribed, dtype=torch.int64)
+        hi[:B, INT_COLS:] = tokens
+        self.ints.copy_(hi, non_blocking=True)
+        if uniforms is not None:
+            hf.fill_(1.0)
+            T2 = uniforms.shape[1]
+            hf[:B, :T2] = uniforms
+            hf[:, T2] = temperature
+            self.floats.copy_(hf, non_blocking=True)
+
+    def fetch(self, out: torch.Tensor, B: int) -> torch.Tensor:
+        """The first B rows of a step's output on the host (one transfer, then wait for it)."""
+        if out.device.type != "cuda":
+            return out[:B].clone()
+        self.host_out.copy_(out, non_blocking=True)
+        torch.cuda.current_stream().synchronize()
+        return self.host_out[:B].clone()
+
+
+def capture(run, pool=None) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """Warm ``run`` up twice on a side stream (compiles kernels; the buffers must hold padding rows only, so no
+    state moves), then capture it. Returns the graph and its static output."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        run()
+        run()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, pool=pool):
+        out = run()
+    return g, out
+
+
+class DeviceStep:
+    """One shape of the engine's step (kind, B rows, window T, acceptance rule, device drafts or not): its
+    buffers and, when the runner uses CUDA graphs, its graph (captured on padding rows, so nothing moves).
+    Without graphs the same body runs eagerly."""
+
+    def __init__(self, runner, kind: StepKind, B: int, T: int, rule: Rule, device_drafts: bool):
+        self.runner, self.kind, self.T, self.rule, self.device_drafts = runner, kind, T, rule, device_drafts
+        self.io = StepIO.allocate(B, T, runner.device)
+        self.graph = self.out = None
+        if runner.use_graphs:
+            self.io.load([], torch.zeros(0, T, dtype=torch.long), [], None, None, 1.0)
+            self.graph, self.out = capture(self._body, runner._graph_pool)
+
+    def run(self, slots, tokens, num_drafts, prescribed, uniforms, temperature) -> torch.Tensor:
+        """Load the rows, run, return [len(slots), T + 1] on the host: accepted count, then the tokens."""
+        self.io.load(slots, tokens, num_drafts, prescribed, uniforms, temperature)
+        if self.graph is None:
+            return self.io.fetch(self._body(), len(slots))
+        self.graph.replay()
+        return self.io.fetch(self.out, len(slots))
+
+    def _body(self) -> torch.Tensor:
+        """Everything of one step on the device (graph-capturable): forward (the device drafter's propose and
+        observe inside it), acceptance, commit of the GDN state, the KV cache and the drafter."""
+        r, io, T = self.runner, self.io, self.T
+        slots = io.ints[:, 0].to(torch.int32)
+        step = Step.build(self.kind, slots, T, r.kv)
+        logits, window = r._forward(step, io.ints[:, INT_COLS:], self.device_drafts)
+        n, tokens = accept_device(self.rule, logits, window, io.ints[:, 1], uniforms=io.floats[:, : 2 * T],
+                                  temperature=io.floats[:, 2 * T], prescribed=io.ints[:, 2])  # fmt: skip
+        n = torch.where(slots >= 0, n, 1).to(torch.int32)
+        r.pool.commit(slots, n)
+        r.kv.commit(slots, n)
+        if r.drafter is not None:
+            r.drafter.commit(slots, n)
+        return torch.cat([n[:, None].long(), tokens], 1)

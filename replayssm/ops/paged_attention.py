@@ -1,0 +1,182 @@
+"""Attention of a step's windows over a paged KV cache, reading only the pages a row holds.
+
+Layouts: ``q`` [B*T, nH, hd] (row b's T queries are consecutive); ``k_cache``, ``v_cache`` [P, page, nKV, hd];
+``block_table`` [R, max_pages] int32 page ids of each cache row; ``rows`` [B] int64 the cache row of each
+batch row; ``start`` [B] int64 the committed length of each row. Query t of row b sits at position
+``start[b] + t`` and attends to keys 0 .. start[b] + t (the committed past and the causal part of its own
+window, whose keys must already be in the cache). GQA: query head h reads kv head ``h // (nH // nKV)``.
+
+The kernel runs one program per (row, kv head, split of the row's pages) over all the group's heads and
+the window's T queries at once (one K/V page load serves G*T queries), with an online softmax; splits are
+combined by a second small kernel. Pages past a row's ``start + T`` keys are never read. The reference
+gathers every page of the table into a dense [B, max_pages*page, ...] view and runs SDPA with the same
+mask, exactly like the dense cache did.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from ._common import use_triton
+from ._interpreter import INTERPRETER
+from ._validate import ACT_DTYPES, check_tensor
+
+TARGET_PROGRAMS = 256  # programs per launch that keep every SM of a large GPU busy
+
+
+@triton.jit
+def _attn_kernel(q, kc, vc, bt, rows, start, o, part_o, part_ml, s_bt, NH, NKV, N, pages_per_split, scale,
+                 T: tl.constexpr, G: tl.constexpr, HD: tl.constexpr, BLOCK_D: tl.constexpr, PS: tl.constexpr,
+                 BLOCK_M: tl.constexpr, SPLIT: tl.constexpr, IEEE: tl.constexpr,
+                 F32_DOTS: tl.constexpr):  # fmt: skip
+    b = tl.program_id(0)
+    kvh = tl.program_id(1)
+    sp = tl.program_id(2)
+    row = tl.load(rows + b).to(tl.int64)
+    st = tl.load(start + b).to(tl.int64)
+    n_pages = ((st + T + PS - 1) // PS).to(tl.int32)
+    p_lo = sp * pages_per_split
+    p_hi = tl.minimum(p_lo + pages_per_split, n_pages)
+    mm = tl.arange(0, BLOCK_M)
+    t = mm // G
+    valid = mm < G * T
+    head = kvh * G + mm % G
+    tok = (b * T + t).to(tl.int64)
+    d = tl.arange(0, BLOCK_D)
+    dm = d < HD
+    qt = tl.load(q + (tok * NH + head)[:, None] * HD + d[None, :], mask=valid[:, None] & dm[None, :], other=0.0)
+    qpos = st + t
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    j = tl.arange(0, PS)
+    for p in range(p_lo, p_hi):
+        page = tl.load(bt + row * s_bt + p).to(tl.int64)
+        off = ((page * PS + j) * NKV + kvh)[:, None] * HD + d[None, :]  # [PS, BLOCK_D]
+        kt = tl.load(kc + off, mask=dm[None, :], other=0.0)
+        if IEEE:
+            s = tl.dot(qt, tl.trans(kt), input_precision="ieee") * scale
+        elif F32_DOTS:  # the interpreter's bf16 dot is broken; bf16 x bf16 products are exact in fp32
+            s = tl.dot(qt.to(tl.float32), tl.trans(kt.to(tl.float32)), input_precision="ieee") * scale
+        else:
+            s = tl.dot(qt, tl.trans(kt)) * scale
+        s = tl.where((p * PS + j)[None, :] <= qpos[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a query may see no key of this page yet
+        alpha = tl.exp(m_i - m_safe)
+        pr = tl.exp(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(pr, 1)
+        vt = tl.load(vc + off, mask=dm[None, :], other=0.0)
+        if IEEE:
+            acc = acc * alpha[:, None] + tl.dot(pr.to(vt.dtype), vt, input_precision="ieee")
+        elif F32_DOTS:
+            pv = pr.to(vt.dtype).to(tl.float32)
+            acc = acc * alpha[:, None] + tl.dot(pv, vt.to(tl.float32), input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(pr.to(vt.dtype), vt)
+        m_i = m_new
+    out_m = valid[:, None] & dm[None, :]
+    if SPLIT:  # partial results of this split: unnormalised acc, running max and sum
+        base = (sp * N + tok) * NH + head
+        tl.store(part_o + base[:, None] * HD + d[None, :], acc, mask=out_m)
+        tl.store(part_ml + base * 2, m_i, mask=valid)
+        tl.store(part_ml + base * 2 + 1, l_i, mask=valid)
+    else:
+        out = acc / l_i[:, None]
+        tl.store(o + (tok * NH + head)[:, None] * HD + d[None, :], out.to(o.dtype.element_ty), mask=out_m)
+
+
+@triton.jit
+def _combine_kernel(part_o, part_ml, o, N, NH, SPLITS, HD: tl.constexpr, BLOCK_D: tl.constexpr,
+                    BLOCK_S: tl.constexpr):  # fmt: skip
+    tok = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1)
+    s = tl.arange(0, BLOCK_S)
+    sm = s < SPLITS
+    base = (s * N + tok) * NH + head
+    m = tl.load(part_ml + base * 2, mask=sm, other=float("-inf"))
+    l_s = tl.load(part_ml + base * 2 + 1, mask=sm, other=0.0)
+    M = tl.max(m, 0)  # split 0 always holds key 0, so M is finite
+    w = tl.where(sm, tl.exp(m - M), 0.0)
+    denom = tl.sum(w * l_s, 0)
+    d = tl.arange(0, BLOCK_D)
+    dm = d < HD
+    acc = tl.zeros([BLOCK_D], tl.float32)
+    for i in range(0, SPLITS):
+        wi = tl.sum(tl.where(s == i, w, 0.0), 0)
+        acc += wi * tl.load(part_o + ((i * N + tok) * NH + head) * HD + d, mask=dm, other=0.0)
+    tl.store(o + (tok * NH + head) * HD + d, (acc / denom).to(o.dtype.element_ty), mask=dm)
+
+
+def _check(q, k_cache, v_cache, block_table, rows, start, T):
+    check_tensor("q", q, ndim=3, dtypes=ACT_DTYPES)
+    N, nH, hd = q.shape
+    check_tensor("k_cache", k_cache, ndim=4, dtypes=(q.dtype,), device=q.device)
+    P, PS, nKV, hd_k = k_cache.shape
+    check_tensor("v_cache", v_cache, shape=tuple(k_cache.shape), dtypes=(q.dtype,), device=q.device)
+    if hd_k != hd or nH % nKV:
+        raise ValueError(f"k_cache [P, page, nKV, hd] must have hd={hd} and nKV dividing nH={nH}, got "
+                         f"{tuple(k_cache.shape)}")  # fmt: skip
+    check_tensor("block_table", block_table, ndim=2, dtypes=(torch.int32,), device=q.device)
+    check_tensor("rows", rows, ndim=1, dtypes=(torch.int64,), device=q.device)
+    B = rows.shape[0]
+    check_tensor("start", start, shape=(B,), dtypes=(torch.int64,), device=q.device)
+    if not isinstance(T, int) or T < 1 or N != B * T:
+        raise ValueError(f"q must hold B*T = {B}*{T} tokens, got {N}")
+    return N, nH, hd, PS, nKV
+
+
+def paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, *, T: int, scale: float):
+    """PyTorch reference of ``paged_attention`` (same signature): dense gather of every page, SDPA with a mask."""
+    N, nH, hd, PS, nKV = _check(q, k_cache, v_cache, block_table, rows, start, T)
+    B, max_pages = rows.shape[0], block_table.shape[1]
+    pages = block_table[rows].long()  # [B, max_pages]
+    keys = k_cache[pages].reshape(B, max_pages * PS, nKV, hd)
+    vals = v_cache[pages].reshape(B, max_pages * PS, nKV, hd)
+    pos = start[:, None] + torch.arange(T, device=q.device)[None, :]  # [B, T]
+    mask = torch.arange(max_pages * PS, device=q.device)[None, None, :] <= pos[:, :, None]
+    o = F.scaled_dot_product_attention(q.view(B, T, nH, hd).transpose(1, 2), keys.transpose(1, 2),
+                                       vals.transpose(1, 2), attn_mask=mask[:, None], scale=scale,
+                                       enable_gqa=True)  # fmt: skip
+    return o.transpose(1, 2).reshape(N, nH, hd)
+
+
+def num_splits(B: int, nKV: int, max_pages: int) -> int:
+    """Splits of each row's pages so that a launch has about ``TARGET_PROGRAMS`` programs (static per shape)."""
+    return max(1, min(max_pages, TARGET_PROGRAMS // max(1, B * nKV)))
+
+
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                    rows: torch.Tensor, start: torch.Tensor, *, T: int, scale: float, impl: str = "auto"):  # fmt: skip
+    """Causal attention of B windows of T queries over their rows' cached keys (see the module docstring).
+
+    Returns o [B*T, nH, hd] in q's dtype. Mutates nothing. Every value it reads stays on the device, so it
+    can be captured in a CUDA graph; the number of splits depends only on the shapes."""
+    N, nH, hd, PS, nKV = _check(q, k_cache, v_cache, block_table, rows, start, T)
+    if not use_triton(impl, q):
+        return paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, T=T, scale=scale)
+    if PS < 16 or PS & (PS - 1):
+        raise ValueError(f"the kernel needs a page size that is a power of two >= 16, got {PS}")
+    B, max_pages = rows.shape[0], block_table.shape[1]
+    G = nH // nKV
+    o = torch.empty_like(q)
+    if N == 0:
+        return o
+    splits = num_splits(B, nKV, max_pages)
+    per = triton.cdiv(max_pages, splits)
+    splits = triton.cdiv(max_pages, per)
+    part_o = torch.empty(splits, N, nH, hd, dtype=torch.float32, device=q.device) if splits > 1 else o
+    part_ml = torch.empty(splits, N, nH, 2, dtype=torch.float32, device=q.device) if splits > 1 else o
+    block_d = max(16, triton.next_power_of_2(hd))
+    _attn_kernel[(B, nKV, splits)](q, k_cache, v_cache, block_table, rows, start, o, part_o, part_ml,
+                                   block_table.stride(0), nH, nKV, N, per, scale, T=T, G=G, HD=hd, BLOCK_D=block_d,
+                                   PS=PS, BLOCK_M=max(16, triton.next_power_of_2(G * T)), SPLIT=splits > 1,
+                                   IEEE=q.dtype == torch.float32, F32_DOTS=INTERPRETER,
+                                   num_warps=8 if block_d * PS >= 16384 else 4)  # fmt: skip
+    if splits > 1:
+        _combine_kernel[(N, nH)](part_o, part_ml, o, N, nH, splits, HD=hd, BLOCK_D=block_d,
+                                 BLOCK_S=triton.next_power_of_2(splits))  # fmt: skip
+    return o

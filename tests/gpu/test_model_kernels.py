@@ -1,0 +1,110 @@
+"""The model-step kernels of issue 15 on the GPU at Qwen3.5-27B / 35B-A3B shapes, against their references,
+eagerly and replayed from a CUDA graph."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from replayssm.ops.conv import causal_conv1d_update
+from replayssm.ops.moe import moe_gemm, moe_route
+from replayssm.ops.norms import add_rms_norm, rms_norm, rms_norm_gated, silu_mul
+from replayssm.ops.paged_attention import paged_attention
+from replayssm.ops.qk_norm_rope import qk_norm_rope
+from replayssm.state.kv import KVCache
+
+DEV, DT = "cuda", torch.bfloat16
+# bf16 outputs: the kernels round where the references round; the sums inside differ in order only.
+BOUND = 2e-2
+
+
+def _err(a, b):
+    return ((a.float() - b.float()).abs() / (1 + b.float().abs())).max().item()
+
+
+def test_norms_and_activations_at_27b_widths():
+    g = torch.Generator(device=DEV).manual_seed(0)
+    x, r = (torch.randn(64, 5120, device=DEV, generator=g).to(DT) for _ in range(2))
+    w = (torch.randn(5120, device=DEV, generator=g) * 0.1).to(DT)
+    assert _err(rms_norm(x, w, eps=1e-6), rms_norm(x, w, eps=1e-6, impl="reference")) < BOUND
+    (h, y), (h_r, y_r) = (add_rms_norm(x, r, w, eps=1e-6, impl=i) for i in ("auto", "reference"))
+    assert torch.equal(h, h_r) and _err(y, y_r) < BOUND
+    o = torch.randn(64, 48, 128, device=DEV, generator=g).to(DT)
+    qkvz = torch.randn(64, 10240 + 48 * 128, device=DEV, generator=g).to(DT)
+    z = qkvz[:, 10240:].view(64, 48, 128)
+    wn = torch.rand(128, device=DEV, generator=g).to(DT)
+    assert _err(rms_norm_gated(o, z, wn, eps=1e-6), rms_norm_gated(o, z, wn, eps=1e-6, impl="reference")) < BOUND
+    gu = torch.randn(64, 2 * 17408, device=DEV, generator=g).to(DT)
+    assert _err(silu_mul(gu), silu_mul(gu, impl="reference")) < BOUND
+    qkv = torch.randn(64, (48 + 8) * 256, device=DEV, generator=g).to(DT)
+    q = qkv[:, : 48 * 256].view(64, 24, 512)[..., :256]
+    cos, sin = (f(torch.rand(64, 64, device=DEV, generator=g) * 6) for f in (torch.cos, torch.sin))
+    wq = (torch.randn(256, device=DEV, generator=g) * 0.1).to(DT)
+    assert _err(qk_norm_rope(q, wq, cos, sin, eps=1e-6), qk_norm_rope(q, wq, cos, sin, eps=1e-6,
+                                                                    impl="reference")) < BOUND  # fmt: skip
+
+
+def test_conv_update_at_27b_channels():
+    g = torch.Generator(device=DEV).manual_seed(1)
+    B, T, C = 8, 4, 10240
+    wide = torch.randn(B * T, C + 6144, device=DEV, generator=g).to(DT)
+    state = torch.randn(12, 3, C, device=DEV, generator=g).to(DT)
+    weight = torch.randn(C, 4, device=DEV, generator=g).to(DT)
+    slots = torch.tensor([3, 0, -1, 7, 1, 2, 11, 5], dtype=torch.int32, device=DEV)
+    cu = torch.arange(0, B * T + 1, T, dtype=torch.int32, device=DEV)
+    out = []
+    for impl in ("auto", "reference"):
+        scratch = torch.empty(B, 3 + T, C, dtype=DT, device=DEV)
+        out.append((causal_conv1d_update(wide[:, :C], state, weight, None, slots, cu, scratch, impl=impl), scratch))
+    assert torch.equal(out[0][1], out[1][1]) and _err(out[0][0], out[1][0]) < BOUND
+
+
+@pytest.mark.parametrize("B,T", [(1, 1), (8, 4), (64, 4)])
+def test_paged_attention_at_27b_heads(B, T):
+    """24 query heads over 4 KV heads of 256, pages of 64, rows of 0..1000 committed tokens, dynamic pages."""
+    g = torch.Generator(device=DEV).manual_seed(B)
+    kv = KVCache(1, B + 2, 1100, 4, 256, dtype=DT, device=DEV, num_pages=(B + 2) * 18)
+    lens = torch.randint(0, 1000, (B,), generator=g, device=DEV)
+    lens[0] = 0
+    slots = list(range(B + 2))[2:]
+    kv.reserve(slots, [int(n) + T for n in lens])
+    for s, n in zip(slots, lens.tolist()):
+        idx = kv.token_index(torch.tensor([s], device=DEV), torch.arange(n + T, device=DEV))
+        kv.write(0, torch.randn(n + T, 4, 256, device=DEV, generator=g).to(DT),
+                 torch.randn(n + T, 4, 256, device=DEV, generator=g).to(DT), idx)  # fmt: skip
+    q = torch.randn(B * T, 24, 256, device=DEV, generator=g).to(DT)
+    rows = torch.tensor(slots, device=DEV)
+    args = (q, kv.k[0], kv.v[0], kv.block_table, rows, lens.long())
+    ref = paged_attention(*args, T=T, scale=256**-0.5, impl="reference")
+    out = paged_attention(*args, T=T, scale=256**-0.5)
+    assert _err(out, ref) < BOUND
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = paged_attention(*args, T=T, scale=256**-0.5)
+    graph.replay()
+    assert torch.equal(captured, out)
+
+
+@pytest.mark.parametrize("N", [1, 32, 512])
+def test_moe_route_and_gemm_at_35b_a3b_shape_in_a_graph(N):
+    """256 experts, top 8, D=2048, I=512: the routed MLP eagerly and replayed from a CUDA graph."""
+    g = torch.Generator(device=DEV).manual_seed(N)
+    E, k, D, I = 256, 8, 2048, 512
+    x = torch.randn(N, D, device=DEV, generator=g).to(DT)
+    gu = (torch.randn(E, 2 * I, D, device=DEV, generator=g) * D**-0.5).to(DT)
+    down = (torch.randn(E, D, I, device=DEV, generator=g) * I**-0.5).to(DT)
+    ids = torch.topk(torch.randn(N, E, device=DEV, generator=g), k).indices
+
+    def routed(impl="auto"):
+        rows, offsets, order = moe_route(ids, E)
+        h = moe_gemm(x, gu, rows, offsets, num_pairs=N * k, impl=impl)
+        y = moe_gemm(F.silu(h[:, :I]) * h[:, I:], down, None, offsets, num_pairs=N * k, impl=impl)
+        return torch.empty_like(y).index_copy_(0, order, y)
+
+    eager, ref = routed(), routed("reference")
+    assert _err(eager, ref) < BOUND
+    routed()  # warm
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = routed()
+    graph.replay()
+    assert torch.equal(captured, eager)
