@@ -43,9 +43,10 @@ def check_token_ids(ids, vocab: int, name: str = "token ids") -> None:
 
 def check_int_list(name: str, vals, n: int, lo: int, hi: int) -> list[int]:
     """``vals``: a list of ``n`` ints in [lo, hi]."""
-    if not isinstance(vals, (list, tuple)) or len(vals) != n:
-        got = f"{len(vals)} entries" if isinstance(vals, (list, tuple)) else type(vals).__name__
-        raise ValueError(f"{name} has {got} for a step of {n} rows (one int per row)")
+    if not isinstance(vals, (list, tuple)):
+        raise ValueError(f"{name} must be a list of {n} ints (one per row), got {type(vals).__name__}")
+    if len(vals) != n:
+        raise ValueError(f"{name} has {len(vals)} entries for a step of {n} rows")
     bad = [v for v in vals if not is_int(v) or not lo <= v <= hi]
     if bad:
         raise ValueError(f"{name} {bad[:5]} are outside [{lo}, {hi}]")

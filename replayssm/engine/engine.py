@@ -45,7 +45,8 @@ class Engine:
     drafter if it has one, else n-gram), or a host drafter (``engine.drafter.HostDrafter``).
 
     Failures: a request whose prefill fails is given up (``error`` set, its slot freed); a batch step that fails
-    is aborted (no request moves) and the exception propagates; ``release()`` gives back everything the
+    is aborted (no request moves; requests whose state it destroyed, a recurrent backend's in-place decode
+    failing half-way, are given up) and the exception propagates; ``release()`` gives back everything the
     engine's requests hold. The engine stays usable after any of them, and ``step`` raises instead of idling
     when no request can make progress."""
 
@@ -172,8 +173,11 @@ class Engine:
         gen = self.gen.get_state()
         try:  # step_and_commit aborts a failed step itself: no request moved, nothing was committed
             counts, produced = self._step(batch)
-        except BaseException:
+        except BaseException as e:
             self.gen.set_state(gen)  # a retry draws the uniforms this attempt drew
+            for r in batch:  # a failed in-place decode (recurrent backend) can destroy its rows' states
+                if r.slot in self.runner.lost:
+                    self._give_up(r, e)
             raise
         for r, n, new in zip(batch, counts, produced):
             r.steps += 1

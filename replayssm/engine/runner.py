@@ -66,6 +66,7 @@ class ModelRunner:
         self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._in_flight: tuple[torch.Tensor, list[int], int] | None = None  # (slots on the device, on the host, T)
         self._live: set[int] = set()  # allocated slots (host mirror of the pool's books)
+        self.lost: set[int] = set()  # slots whose state a failed step destroyed (recurrent decode): only free()
 
     @property
     def num_free(self) -> int:
@@ -88,6 +89,7 @@ class ModelRunner:
         self.pool.free(self._slots([slot]))
         self.kv.release([slot])
         self._live.discard(slot)
+        self.lost.discard(slot)
 
     def _slots(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor(ids, dtype=torch.int32, device=self.device)
@@ -144,6 +146,8 @@ class ModelRunner:
             raise RuntimeError("the previous step is not committed yet; commit() or abort() it first")
         B, T = check_tokens(tokens, window or self.cfg.window)
         slots = check_slots(slots, B, self._live)
+        if self.lost & set(slots):
+            raise ValueError(f"slots {sorted(self.lost & set(slots))} lost their state in a failed step; free() them")
         self.check_token_ids(tokens)
         return slots, B, T
 
@@ -209,14 +213,15 @@ class ModelRunner:
 
     def abort(self) -> None:
         """Drop the step in flight of ``step``/``draft_and_verify``, if any: the GDN state and the KV cache keep
-        their committed contents (the window's KV entries past the committed length are overwritten by the next
-        step; its reserved pages stay with the slot until ``free``). A device drafter's observed window is not
-        rolled back: later drafts may differ from an unaborted run, outputs do not."""
+        their committed contents, but for the slots it adds to ``lost`` (``GDNStatePool.abort``). The window's KV
+        entries past the committed length are overwritten by the next step; its reserved pages stay with the
+        slot until ``free``. A device drafter's observed window is not rolled back: later drafts may differ from
+        an unaborted run, outputs do not."""
         if self._in_flight is None:
             return
         slots = self._in_flight[0]
         self._in_flight = None
-        self.pool.abort(slots)
+        self.lost.update(self.pool.abort(slots))
 
     def _capture_logits(self, kind: StepKind, B: int, T: int, draft: bool):
         ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
@@ -269,9 +274,8 @@ class ModelRunner:
             if key not in self._graphs:
                 self._graphs[key] = DeviceStep(self, kind, Bg, T, rule, device_drafts)
             res = self._graphs[key].run(slots, tokens, nd, *rest)
-        except BaseException:
-            # nothing was committed (or everything was, for a failure after the commit: not a case the step has)
-            self.pool.abort(self._slots(slots))
+        except BaseException:  # nothing of the step is committed; ``lost`` lists slots it destroyed anyway
+            self.lost.update(self.pool.abort(self._slots(slots)))
             raise
         n = res[:, 0].tolist()
         for s, k in zip(slots, n):

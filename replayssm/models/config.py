@@ -101,6 +101,8 @@ class ModelConfig:
                 raise ValueError("config.json attn_output_gate=false is not supported (the attention output is gated)")
             if d.get("use_sliding_window"):
                 raise ValueError("config.json use_sliding_window=true is not supported (full attention only)")
+            if d.get("dual_chunk_attention_config"):
+                raise ValueError("config.json dual_chunk_attention_config is not supported (plain full attention)")
             eos = d.get("eos_token_id")
             return cls(
                 model_type=mt, vocab_size=d["vocab_size"], hidden_size=d["hidden_size"], layer_types=tuple(types),

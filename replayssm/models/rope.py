@@ -80,7 +80,9 @@ def read_rope(d: dict) -> tuple[float, float, YaRN | None]:
         raise ValueError(f"config.json partial_rotary_factor must be in (0, 1], got {partial}")
     if rope_type == "default":
         return theta, partial, None
-    original = _first(p.get("original_max_position_embeddings"), d.get("max_position_embeddings"), None)
+    # as transformers: a top-level original_max_position_embeddings (Phi-3 style) wins over the one in the block
+    original = _first(d.get("original_max_position_embeddings"), p.get("original_max_position_embeddings"),
+                      d.get("max_position_embeddings"))  # fmt: skip
     if isinstance(original, bool) or not isinstance(original, int) or original < 1:
         raise ValueError(f"config.json YaRN needs original_max_position_embeddings (a positive int), got {original!r}")
     factor = p.get("factor")

@@ -68,8 +68,9 @@ class GDNStateBackend(Protocol):
         """End the step: keep ``num_accepted`` [B] int32 tokens (bonus included) of every row, in every layer."""
         ...
 
-    def abort(self, slots: torch.Tensor) -> None:
-        """Drop the step in flight over ``slots`` (after a failure half-way through it): nothing of it is kept."""
+    def abort(self, slots: torch.Tensor) -> list[int]:
+        """Drop the step in flight over ``slots`` (after a failure half-way through it): nothing of it is kept.
+        Returns the slots whose state the failed step destroyed (an in-place update): they can only be freed."""
         ...
 
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:

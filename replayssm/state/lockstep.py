@@ -86,8 +86,9 @@ class LockstepPool:
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
         self._each("commit", slots, num_accepted)
 
-    def abort(self, slots: torch.Tensor) -> None:
-        self._each("abort", slots)
+    def abort(self, slots: torch.Tensor) -> list[int]:
+        """Abort on every pool; the slots any of them lost (see ``GDNStatePool.abort``)."""
+        return sorted({s for lost in self._each("abort", slots) for s in lost})
 
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         return self.primary.committed_state(layer, slots)

@@ -186,6 +186,7 @@ class GDNStatePool:
         except BaseException:
             # Failed while writing. A replay verify may have folded some blocks (their markers make a retry
             # skip them); an in-place decode may have advanced some of the state, which nothing can undo.
+            self._kind = kind
             if cfg.validate:
                 self.tracker.record_failure(ids, cu_seqlens, kind, torn=cfg.backend == "recurrent" and kind == "decode")
             raise
@@ -216,7 +217,7 @@ class GDNStatePool:
         conv_commit(self.conv_state, self.conv_scratch, slots, num_accepted)
         self.tracker.end_step()
 
-    def abort(self, slots: torch.Tensor) -> None:
+    def abort(self, slots: torch.Tensor) -> list[int]:
         """Drop the step in flight over ``slots`` (the rows its calls named): nothing of it is committed, the
         slots are idle again with their committed state. No-op when no step is in flight.
 
@@ -224,22 +225,27 @@ class GDNStatePool:
         the step's rows is therefore folded in every layer now (folded blocks are skipped) and marked folded,
         so no slot is left half-folded. Recurrent: a verify wrote only snapshots; a *decode* updated the
         state in place, so rows of an aborted decode step that ran any layer lose their state (they can only
-        be freed; with validation off the caller must free them)."""
+        be freed). Returns those slots: exactly with validation on; with it off (CUDA graphs) every row's slot
+        when the latest verify/decode call this pool ran (or captured) was a decode, since nothing on the host
+        tells how far the failed step got."""
         ids = self._ids(slots)
         cfg = self.cfg
         torn = []
         if cfg.validate:
             st = self.tracker.step
             if st is None:
-                return
+                return []
             if tuple(ids) != st.rows:
                 raise SlotError(f"abort must name exactly the rows of the step in flight, {list(st.rows)}, got {ids}")
             if cfg.backend == "recurrent" and st.kind == "decode" and st.ssm:
                 torn = st.live
+        elif cfg.backend == "recurrent" and self._kind == "decode":
+            torn = [s for s in slots.tolist() if s >= 0]
         if cfg.backend == "replay":
             self._fold_history(slots)
         self.tracker.end_step()
         self.tracker.torn.update(torn)
+        return torn
 
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         """fp32 [n, HV, V, K] committed state of ``slots`` in ``layer``, materialised without mutating anything."""

@@ -172,6 +172,32 @@ def test_a_step_that_fails_inside_the_model_is_aborted_and_the_engine_goes_on(ti
     assert [r.generated for r in eng.requests] == [r.generated for r in ref]
 
 
+def test_a_failed_in_place_decode_gives_up_only_the_requests_it_destroyed(tiny_model_dir):
+    """Plain decode on the recurrent backend updates the state in place: a failure after some layers ran
+    destroys the batch's states. Those requests are given up (slot and pages freed, the reason recorded)
+    instead of failing every later step; the engine serves the next requests exactly."""
+    model = load_model(tiny_model_dir)
+    runner = ModelRunner(model, RunnerConfig(backend="recurrent", max_slots=2, max_len=128))
+    ref = Engine(runner, drafter="none")
+    ref_req = ref.add(_prompt(8, seed=7), 10)
+    ref.run()
+    eng = Engine(runner, drafter="none")
+    reqs = [eng.add(_prompt(13, seed=3), 10), eng.add(_prompt(6, seed=4), 10)]
+    eng.step()
+    layer = model.model.layers[model.config.gdn_layers[-1]].linear_attn
+    layer.forward = _FailingLayer(layer, at=1)
+    try:
+        with pytest.raises(RuntimeError, match="injected"):
+            eng.step()
+    finally:
+        layer.__dict__.pop("forward", None)
+    assert all(r.done and "injected" in r.error and r.slot is None for r in reqs)
+    assert runner.num_free == 2 and not runner.lost and runner._in_flight is None
+    later = eng.add(_prompt(8, seed=7), 10)
+    eng.run()
+    assert later.generated == ref_req.generated
+
+
 def test_the_engine_raises_instead_of_idling(tiny_model_dir):
     """Finding 4: with no slot free and nothing running, run() spun up to a million idle iterations and
     returned unfinished requests."""

@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from replayssm.engine.accept import Greedy, Prescribed, Sampling
 from replayssm.engine.runner import ModelRunner, RunnerConfig, pool_config
 from replayssm.models.loader import load_model
 from replayssm.state import GDNStatePool
@@ -85,3 +86,48 @@ def test_step_and_commit_is_step_accept_commit(tiny_model_dir):
     kinds = [c[0] for c in drafter.calls]
     assert kinds == ["propose", "observe", "commit"] and drafter.calls[1][1] == (2, 4)
     assert drafter.calls[2][1] == n and all(t[:-1] == [7] * (k - 1) for t, k in zip(produced, n))
+
+
+def _bad_steps(slots, other):
+    ok = dict(slots=slots, tokens=torch.tensor([[8, 9, 10], [1, 2, 3]]), num_drafts=[2, 2], rule=Greedy())
+    return [
+        (dict(slots=[slots[0], slots[0]]), "2 distinct ints"),
+        (dict(slots=[slots[0], other]), rf"slots \[{other}\] are not allocated"),
+        (dict(slots=slots[:1]), "one slot per row of tokens"),
+        (dict(tokens=torch.tensor([[8, 9, 256], [1, 2, 3]])), r"\[256\] are outside the vocabulary"),
+        (dict(tokens=torch.tensor([[8.0, 9, 10], [1, 2, 3]])), "must be integers"),
+        (dict(tokens=torch.ones(2, 4, dtype=torch.long)), "verifies 1..3"),
+        (dict(num_drafts=[2, 3]), r"num_drafts \[3\] are outside \[0, 2\]"),
+        (dict(num_drafts=[2]), "num_drafts has 1 entries for a step of 2 rows"),
+        (dict(rule="greedy"), "rule must be"),
+        (dict(rule=Prescribed()), "prescribed must be a list of 2 ints"),
+        (dict(rule=Prescribed(), prescribed=[1, 4]), r"prescribed \[4\] are outside \[1, 3\]"),
+        (dict(rule=Sampling(0.5), temperature=0.5), "uniforms must be a"),
+        (dict(rule=Sampling(0.5), temperature=0.5, uniforms=torch.full((2, 6), 2.0)), r"values in \[0, 1\]"),
+        (dict(rule=Sampling(0.5), uniforms=torch.rand(2, 6)), "must be > 0 and equal Sampling.temperature"),
+        (dict(uniforms=torch.rand(2, 6)), "read by the Sampling rule only"),
+        (dict(device_drafts=True, tokens=torch.ones(2, 1, dtype=torch.long), num_drafts=None), "device drafter"),
+    ], ok
+
+
+def test_step_and_commit_checks_everything_on_the_host_first(tiny_model_dir):
+    """Issue 11: every argument of the engine's step is checked before KV pages are reserved or the (captured)
+    step runs; a refused step leaves the GDN state, the KV cache and the runner's books as they were."""
+    runner = ModelRunner(load_model(tiny_model_dir), RunnerConfig(max_slots=3, max_len=64, window=3, kv_tokens=128,
+                                                                  page_size=16))  # fmt: skip
+    slots = [runner.alloc(), runner.alloc()]
+    runner.prefill(slots, [[5, 6, 7], [9, 10, 11]])
+    s = torch.tensor(slots, dtype=torch.int32)
+    state = [runner.pool.committed_state(i, s) for i in range(runner.pool.cfg.num_layers)]
+    books = (runner.kv.lens.clone(), [list(p) for p in runner.kv._pages], list(runner._lens), dict(runner._graphs))
+    bad, ok = _bad_steps(slots, other=2)
+    for change, message in bad:
+        kw = dict(ok, **change)
+        with pytest.raises((ValueError, TypeError), match=message):
+            runner.step_and_commit(kw.pop("slots"), kw.pop("tokens"), kw.pop("num_drafts"), kw.pop("rule"), **kw)
+        assert torch.equal(books[0], runner.kv.lens) and books[1:] == ([list(p) for p in runner.kv._pages],
+                                                                       runner._lens, runner._graphs)  # fmt: skip
+    for i, st in enumerate(state):
+        assert torch.equal(st, runner.pool.committed_state(i, s))
+    n, _ = runner.step_and_commit(slots, ok["tokens"], ok["num_drafts"])  # and the good one runs
+    assert runner.kv_len(slots[0]) == 3 + n[0]

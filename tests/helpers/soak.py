@@ -5,14 +5,20 @@ pool, commits a random accepted prefix, and compares the committed SSM and conv 
 bitwise. Between steps requests finish and new ones arrive (free, alloc + prefill), are preempted to the CPU
 and resumed (offload, free, restore: their committed state must come back unchanged), forked, flushed; some
 steps are aborted after every layer ran, and some fail after an op wrote and are retried. Used by
-``tests/gpu/test_soak.py`` (real geometry) and ``tests/state/test_soak_smoke.py`` (tiny, CPU).
+``tests/gpu/test_soak.py`` (real geometry, ``run_from_env``) and ``tests/state/test_soak_smoke.py`` (CPU).
+
+Per-step work is kept small (a few running requests, one layer) so that the step count, not the batch, makes
+the soak long: the default 100,000 steps are meant to take a few minutes on one GPU.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 import random
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 
 import torch
@@ -30,8 +36,8 @@ class SoakConfig:
     V: int = 128
     window: int = 4
     num_layers: int = 1
-    num_slots: int = 24
-    batch: int = 16  # requests kept running (the pool has room for churn above it)
+    num_slots: int = 8
+    batch: int = 4  # requests kept running (the pool has room for churn above it)
     dtype: torch.dtype = torch.bfloat16
     device: str = "cuda"
     seed: int = 0
@@ -210,7 +216,7 @@ class Soak:
 
     def run(self) -> dict:
         cfg = self.cfg
-        self._write({"config": {k: str(v) for k, v in asdict(cfg).items()}})
+        self._write({"config": {k: str(v) for k, v in asdict(cfg).items()}, "meta": _meta(cfg.device)})
         t0 = time.perf_counter()
         self.churn()
         while self.stats["steps"] < cfg.steps:
@@ -226,3 +232,31 @@ class Soak:
         if self.log is not None:
             self.log.write(json.dumps(record) + "\n")
             self.log.flush()
+
+
+def _meta(device: str) -> dict:
+    import triton
+
+    return dict(device=torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
+                torch=torch.__version__, triton=triton.__version__, commit=os.environ.get("REPLAYSSM_COMMIT", ""),
+                started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))  # fmt: skip
+
+
+def config_from_env(**kw) -> SoakConfig:
+    """The soak ``tests/gpu/test_soak.py`` runs: ``REPLAYSSM_SOAK_STEPS`` (default 100,000),
+    ``REPLAYSSM_SOAK_BATCH`` (running requests, default 4), ``REPLAYSSM_SOAK_VALIDATE=0`` (the pools' host-side
+    checks off: fewer host syncs per step, the CUDA-graph configuration), ``REPLAYSSM_SOAK_DEVICE`` (default
+    cuda), ``REPLAYSSM_SOAK_SEED``; ``kw`` overrides."""
+    env = os.environ.get
+    batch = int(env("REPLAYSSM_SOAK_BATCH", 4))
+    cfg = dict(steps=int(env("REPLAYSSM_SOAK_STEPS", 100_000)), batch=batch, num_slots=2 * batch,
+               validate=env("REPLAYSSM_SOAK_VALIDATE", "1") != "0", device=env("REPLAYSSM_SOAK_DEVICE", "cuda"),
+               seed=int(env("REPLAYSSM_SOAK_SEED", 0)))  # fmt: skip
+    return SoakConfig(**(cfg | kw))
+
+
+def run_logged(cfg: SoakConfig, path: str | None = None) -> dict:
+    """Run a soak, writing its JSON-lines log to ``path`` (default ``$REPLAYSSM_SOAK_LOG``, none if unset)."""
+    path = path or os.environ.get("REPLAYSSM_SOAK_LOG")
+    with open(path, "w") if path else nullcontext() as log:
+        return Soak(cfg, log).run()

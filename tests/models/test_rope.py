@@ -7,6 +7,7 @@ import torch
 
 from replayssm.models.config import ModelConfig
 from replayssm.models.loader import load_model
+from replayssm.models.rope import RotaryEmbedding
 from replayssm.models.step import Step, StepKind
 from replayssm.state import GDNStatePool, PoolConfig
 from replayssm.state.kv import KVCache
@@ -120,3 +121,58 @@ def test_default_rope_reads_both_layouts():
     old = ModelConfig.from_dict(_cfg(rope_parameters=None, rope_theta=1e6, partial_rotary_factor=0.25,
                                      rope_scaling=None))  # fmt: skip
     assert new == old and new.rope_theta == 1e6 and new.rope_scaling is None
+
+
+YARN_VARIANTS = {
+    "paper": dict(factor=4.0, original_max_position_embeddings=64),
+    "betas": dict(factor=2.0, original_max_position_embeddings=4096, beta_fast=16, beta_slow=2),
+    "attention_factor": dict(factor=8.0, original_max_position_embeddings=256, attention_factor=1.3),
+    "mscale": dict(factor=4.0, original_max_position_embeddings=128, mscale=1.0, mscale_all_dim=0.707),
+    "untruncated": dict(factor=4.0, original_max_position_embeddings=64, truncate=False),
+    "factor_1": dict(factor=1.0, original_max_position_embeddings=64),
+}
+
+
+@pytest.mark.parametrize("layout", ["rope_parameters", "rope_scaling", "top_level_original"])
+@pytest.mark.parametrize("variant", list(YARN_VARIANTS))
+def test_yarn_frequencies_equal_transformers(variant, layout):
+    """The inverse frequencies bitwise, and the cos/sin scale, of transformers' YaRN for the same config.json,
+    in the Qwen3.5 layout (rope_parameters), the legacy one (rope_scaling) and with a top-level
+    original_max_position_embeddings (which transformers lets win over the block's)."""
+    from transformers import Qwen3NextConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    yarn = YARN_VARIANTS[variant]
+    d = _cfg(model_type="qwen3_next", max_position_embeddings=8192, rope_parameters=dict(ROPE, rope_type="yarn",
+                                                                                          **yarn))  # fmt: skip
+    if layout == "rope_scaling":
+        p = d.pop("rope_parameters")
+        d.update(rope_theta=p["rope_theta"], partial_rotary_factor=p["partial_rotary_factor"],
+                 rope_scaling=dict(yarn, type="yarn"))  # fmt: skip
+    elif layout == "top_level_original":
+        d["original_max_position_embeddings"] = 32
+    ours = ModelConfig.from_dict(d)
+    rope = RotaryEmbedding(ours.rotary_dim, ours.rope_theta, ours.rope_scaling)
+    inv, scale = rope.inv_freq, rope.scale
+    hf = Qwen3NextConfig.from_dict({k: v for k, v in d.items() if k != "model_type"})
+    assert hf.rope_parameters["rope_type"] == "yarn"
+    ref_inv, ref_scale = ROPE_INIT_FUNCTIONS["yarn"](hf, "cpu")
+    assert torch.equal(inv, ref_inv)
+    assert scale == ref_scale
+    assert not torch.equal(inv, RotaryEmbedding(ours.rotary_dim, ours.rope_theta).inv_freq) or yarn["factor"] == 1
+
+
+@pytest.mark.parametrize("kind", ["qwen3_5_text", "qwen3_next"])
+def test_yarn_generation_past_the_original_context_matches_transformers(tmp_path, kind):
+    """Through the engine (fused q/k norm + rotary, paged KV, verify windows of 4 with n-gram drafts), greedy
+    tokens equal transformers' generate on the same weights, at positions well past the original context."""
+    from replayssm.engine.llm import LLM
+
+    hf = build(kind, tmp_path, seed=9, rope=dict(YARN, original_max_position_embeddings=16))
+    prompt = _ids(9).tolist()
+    with torch.no_grad():
+        ref = hf.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, 9, dtype=torch.long),
+                          max_new_tokens=48, do_sample=False)[0, 9:].tolist()  # fmt: skip
+    llm = LLM(tmp_path, backend="replay", drafter="ngram", window=4, max_len=128)
+    assert llm.model.config.rope_scaling.original_max_position_embeddings == 16
+    assert llm.generate([prompt], max_new_tokens=48)[0].token_ids == ref

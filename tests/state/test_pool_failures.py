@@ -322,8 +322,8 @@ class FailingPools(RuleBasedStateMachine):
 
 
 FailingPools.TestCase.settings = settings(
-    max_examples=25,
-    stateful_step_count=35,
+    max_examples=120,
+    stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

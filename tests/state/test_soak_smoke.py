@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from tests.helpers.soak import Soak, SoakConfig
+from tests.helpers.soak import Soak, SoakConfig, config_from_env, run_logged
 
 
 @pytest.mark.parametrize("validate", [True, False])
@@ -23,3 +23,17 @@ def test_soak_driver_runs_every_event_on_cpu(validate):
         assert stats[event] > 0, event
     records = [json.loads(line) for line in log.getvalue().splitlines()]
     assert "config" in records[0] and records[-1]["final"] == stats and len(records) == 4
+
+
+def test_gpu_soak_configuration_runs_on_cpu(tmp_path, monkeypatch):
+    """The GPU soak's exact configuration (real head geometry, bf16, env-driven) for a few steps on the CPU
+    (PyTorch references), writing its log where REPLAYSSM_SOAK_LOG says."""
+    log = tmp_path / "soak.jsonl"
+    for k, v in dict(REPLAYSSM_SOAK_STEPS="6", REPLAYSSM_SOAK_DEVICE="cpu", REPLAYSSM_SOAK_LOG=str(log)).items():
+        monkeypatch.setenv(k, v)
+    cfg = config_from_env(log_every=3, p_fork=0.5, p_preempt=0.5)
+    assert (cfg.H, cfg.HV, cfg.K, cfg.V, cfg.window, cfg.dtype) == (16, 64, 128, 128, 4, torch.bfloat16)
+    stats = run_logged(cfg)
+    assert stats["steps"] == 6 and stats["divergences"] == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records[0]["meta"]["torch"] == torch.__version__ and records[-1]["final"] == stats

@@ -1,0 +1,85 @@
+"""Issue 11 at the raw ops. Finding 3: a retried ``gdn_replay_verify`` on a flushing slot, or a
+``gdn_exact_fold(out=...)`` between the verify and ``ring_commit``, folded the slot's history a second time.
+The fold markers (``Ring.folded``, per-slot ``epoch``) make every later fold of the same uncommitted step a
+no-op without reading anything back. Finding 6 (ops half): a ``Ring`` built on cursors of another slot count
+was accepted and the kernels read cursors out of bounds."""
+
+import pytest
+import torch
+
+from replayssm.ops import Ring, RingCursors, gdn_exact_fold, gdn_replay_verify, ring_commit
+from tests.helpers.chain import call
+from tests.helpers.inputs import make_gdn_inputs, random_state, slot_tensor
+
+S, H, HV, K, V, T, L = 3, 1, 2, 16, 16, 2, 4
+
+
+def _flushing(impl):
+    """A checkpoint and a ring whose slot 1 must fold its history at the next verify (slot 0 idle)."""
+    gen = torch.Generator().manual_seed(3)
+    checkpoint = random_state(S, HV, V, K, gen=gen)
+    ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=torch.float32)
+    slots = slot_tensor([1])
+    while not int(ring.cursors.flush[1]):
+        x = make_gdn_inputs([T], H, HV, K, V, gen=gen)
+        call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl=impl)
+        ring_commit(ring, slots, torch.tensor([T], dtype=torch.int32), impl=impl)
+    return checkpoint, ring, slots, make_gdn_inputs([T], H, HV, K, V, gen=gen)
+
+
+def _committed(checkpoint, ring, impl):
+    out = torch.full((S, HV, V, K), float("nan"))
+    return gdn_exact_fold(checkpoint, ring, slot_tensor(list(range(S))), out=out, impl=impl)
+
+
+def _once(impl, accepted):
+    """Outputs and committed states of a single verify + commit of the flushing step."""
+    checkpoint, ring, slots, x = _flushing(impl)
+    o = call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl=impl)
+    ring_commit(ring, slots, torch.tensor([accepted], dtype=torch.int32), impl=impl)
+    return o, _committed(checkpoint, ring, impl)
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+@pytest.mark.parametrize("accepted", [1, T])
+def test_a_retried_verify_on_a_flushing_slot_folds_once(impl, accepted):
+    o_ref, committed_ref = _once(impl, accepted)
+    checkpoint, ring, slots, x = _flushing(impl)
+    before = checkpoint.clone()
+    call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl=impl)
+    assert not torch.equal(checkpoint[1], before[1]) and torch.equal(checkpoint[0], before[0])  # slot 1 folded
+    folded = checkpoint.clone()
+    o = call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl=impl)  # the retry
+    assert torch.equal(checkpoint, folded)  # the retry did not fold again
+    ring_commit(ring, slots, torch.tensor([accepted], dtype=torch.int32), impl=impl)
+    assert torch.equal(o, o_ref)
+    assert torch.equal(_committed(checkpoint, ring, impl), committed_ref)
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_a_fold_between_verify_and_commit_does_not_fold_again(impl):
+    o_ref, committed_ref = _once(impl, T)
+    checkpoint, ring, slots, x = _flushing(impl)
+    o = call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl=impl)
+    folded = checkpoint.clone()
+    out = torch.full((1, HV, V, K), float("nan"))
+    gdn_exact_fold(checkpoint, ring, slots, out=out, impl=impl)
+    assert torch.equal(out[0], folded[1])  # the history the verify folded is not folded on top of it
+    gdn_exact_fold(checkpoint, ring, slots, empty_history=False, impl=impl)  # in place: a no-op too
+    assert torch.equal(checkpoint, folded)
+    ring_commit(ring, slots, torch.tensor([T], dtype=torch.int32), impl=impl)
+    assert torch.equal(o, o_ref)
+    assert torch.equal(_committed(checkpoint, ring, impl), committed_ref)
+
+
+def test_a_ring_on_cursors_of_another_slot_count_cannot_be_built():
+    ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=torch.float32)
+    for n in (S - 1, S + 1):
+        cursors = RingCursors.allocate(n, L=L, window=T)
+        with pytest.raises(ValueError, match=rf"Ring.k must have shape \({n}, {H}, {L}, {K}\) for {n} slots"):
+            Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, cursors)
+    other_len = RingCursors.allocate(S, L=2 * L, window=T)
+    with pytest.raises(ValueError, match="for 3 slots and L=8"):
+        Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, other_len)
+    with pytest.raises(TypeError, match="Ring.cursors must be RingCursors"):
+        Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, ring.cursors.write_pos)
