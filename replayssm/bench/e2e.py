@@ -77,6 +77,20 @@ class _Clock:
         return self.a.elapsed_time(self.b)
 
 
+def lengths(cfg: E2EConfig, mode: str, steps: int, context: int | None) -> tuple[int, int, int]:
+    """(tokens generated per request, KV padding after the prompt, max_len) of a run of ``steps`` iterations;
+    with ``context`` the padding puts the rows at that many KV tokens in the middle of the timed steps."""
+    T = 1 if mode == "plain" else cfg.window
+    max_new = (steps + 4) * T + 1
+    extra = max(0, context - cfg.prompt_len - max_new // 2) if context else 0
+    return max_new, extra, cfg.prompt_len + extra + max_new + T
+
+
+def paged_tokens(C: int, max_len: int, page_size: int = 64) -> int:
+    """KV tokens for C slots of ``max_len`` each in a paged cache: every slot rounds up to whole pages."""
+    return C * -(-max_len // page_size) * page_size
+
+
 def _runner(model, mode, C, cfg: E2EConfig, max_len, kv_tokens=None):
     backend = {"plain": "recurrent", "replay-mtp": "replay"}.get(mode, mode)
     window = 1 if mode == "plain" else cfg.window
@@ -127,10 +141,8 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int 
     paged KV cache sized for exactly that (the peak mode); default: just the prompt and what is generated."""
     steps = steps or cfg.steps
     T = 1 if mode == "plain" else cfg.window
-    max_new = (steps + 4) * T + 1
-    extra = max(0, context - cfg.prompt_len - max_new // 2) if context else 0
-    max_len = cfg.prompt_len + extra + max_new + T
-    runner = _runner(model, mode, C, cfg, max_len, kv_tokens=C * max_len if context else None)
+    max_new, extra, max_len = lengths(cfg, mode, steps, context)
+    runner = _runner(model, mode, C, cfg, max_len, kv_tokens=paged_tokens(C, max_len) if context else None)
     bench = None
     if mode != "plain":
         bench = BenchmarkAcceptance(cfg.mean_accepted, T, seed=cfg.seed, meaningless_outputs=True)
@@ -193,14 +205,16 @@ def measure(model, mode, C, cfg, prompts, machine, **kw) -> dict:
     """``run_mode`` with its floor (``bench.bytes``); a row that does not fit or fails is recorded as such."""
     from .bytes import step_bytes
 
+    failed = None
     try:
         row = run_mode(model, mode, C, cfg, prompts, **kw)
     except torch.OutOfMemoryError:
-        _free()
-        return {"mode": mode, "C": C, "oom": True}
+        failed = {"mode": mode, "C": C, "oom": True}
     except Exception as e:  # noqa: BLE001 - one failing row must not lose the rest of a GPU run
+        failed = {"mode": mode, "C": C, "error": f"{type(e).__name__}: {e}"[:300]}
+    if failed is not None:  # freed only here: inside ``except`` the traceback still holds the failed runner
         _free()
-        return {"mode": mode, "C": C, "error": f"{type(e).__name__}: {e}"[:300]}
+        return failed
     sb = step_bytes(machine["model_bytes"], model.config, mode, C, row["T"], row["context"], ring_len=cfg.ring_len,
                     mean_accepted=1.0 if mode == "plain" else cfg.mean_accepted)  # fmt: skip
     row["bytes"] = sb.as_dict()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..engine.runner import GRAPH_BATCH_SIZES
-from .e2e import E2EConfig, _free, _runner, describe, measure
+from .e2e import E2EConfig, _free, _runner, describe, lengths, measure, paged_tokens
 
 
 def max_concurrency(model, mode: str, cfg: E2EConfig, budget_bytes: int, context: int) -> int:
@@ -21,12 +21,11 @@ def max_concurrency(model, mode: str, cfg: E2EConfig, budget_bytes: int, context
     ``budget_bytes``."""
     cuda = next(model.parameters()).is_cuda
     base = torch.cuda.memory_allocated() if cuda else 0
-    T = 1 if mode == "plain" else cfg.window
-    max_len = context + T
+    max_len = lengths(cfg, mode, cfg.peak_steps, context)[2]  # what run_mode allocates for the peak rows
 
     def fits(C):
         try:
-            r = _runner(model, mode, C, cfg, max_len, kv_tokens=C * max_len)
+            r = _runner(model, mode, C, cfg, max_len, kv_tokens=paged_tokens(C, max_len))
             used = torch.cuda.memory_allocated() - base if cuda else r.memory_report()["total"] + r.kv.nbytes
             ok = used <= budget_bytes
             del r

@@ -106,6 +106,8 @@ def test_e2e_harness_smoke_on_cpu(config, tmp_path, monkeypatch):
     assert all("byte_bound_vs_recurrent" in r for r in rows if r["mode"] == "replay")
     peak = payload["peak"]
     assert all(peak[m]["max_concurrency"] >= 2 and peak[m]["best"] is not None for m in cfg.modes), peak
+    rows = [r for m in cfg.modes for r in peak[m]["rows"]]
+    assert rows and all("tokens_per_s" in r for r in rows), rows  # every peak point ran (no KV page shortfall)
     assert peak["replay"]["best"]["context"] > 30  # the rows really held the padded context
     saved = json.loads((tmp_path / "smoke.json").read_text())
     assert saved["peak_summary"] and (tmp_path / "smoke.png").stat().st_size > 1000

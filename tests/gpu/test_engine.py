@@ -12,10 +12,18 @@ from replayssm.engine.spec import BenchmarkAcceptance
 
 def test_embedded_model_demo():
     """Plain greedy decode, n-gram and MTP speculative decoding on both backends, and replay with a recurrent
-    shadow (bf16)."""
+    shadow (fp32, the demo's default): greedy speculative output equals plain decode."""
     res = run_model_demo(device="cuda", max_new_tokens=128)
     for name, b in res["runs"].items():
         assert b["same_tokens_as_plain"], name
+    assert res["runs"]["replay+recurrent-lockstep/mtp"]["bitwise_every_step"]
+    assert res["runs"]["replay/mtp"]["mean_accepted"] > res["runs"]["replay/ngram"]["mean_accepted"]
+
+
+def test_embedded_model_demo_bf16_lockstep():
+    """In bf16 the speculative tokens may part from plain decode after a near tie (T-row and 1-row GEMMs round
+    differently); the replay pool's committed state still equals the recurrent shadow's at every step."""
+    res = run_model_demo(device="cuda", max_new_tokens=128, dtype=torch.bfloat16)
     assert res["runs"]["replay+recurrent-lockstep/mtp"]["bitwise_every_step"]
     assert res["runs"]["replay/mtp"]["mean_accepted"] > res["runs"]["replay/ngram"]["mean_accepted"]
 
