@@ -133,16 +133,19 @@ class EngineUnderFailures(RuleBasedStateMachine):
             dict(num_drafts=[1.5] * len(slots)), dict(rule=Prescribed()), dict(rule=Sampling(0.5)),
             dict(rule="greedy"), dict(slots=slots + slots), dict(slots=free or [5]),
         ]))  # fmt: skip
-        kw = dict(ok, slots=slots, **bad)
+        kw = dict(ok, slots=slots) | bad
         lens, pages = run.kv.lens.clone(), [list(p) for p in run.kv._pages]
         with pytest.raises((ValueError, TypeError)):
             run.step_and_commit(kw["slots"], kw["tokens"], kw["num_drafts"], kw["rule"])
         assert torch.equal(lens, run.kv.lens) and pages == run.kv._pages
 
-    @rule()
-    def release(self):
-        self.eng.release()
-        assert all(r.done for r in self.eng.requests)
+    @precondition(lambda self: any(not r.done for r in self.eng.requests))
+    @rule(now=st.integers(0, 7))
+    def release(self, now):
+        """Now and then give everything back (what ``LLM.generate`` does when a call fails)."""
+        if now == 0:
+            self.eng.release()
+            assert all(r.done for r in self.eng.requests)
 
     @precondition(lambda self: self._admissible())
     @rule()
