@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ._common import use_triton
-from ._validate import ACT_DTYPES, check_tensor
+from ._validate import ACT_DTYPES, check_cu_seqlens, check_slots, check_tensor, values_checkable
 from .conv_update import conv_update_triton
 from .scatter import scatter_slots_
 
@@ -63,8 +63,24 @@ def causal_conv1d_prefill(x, weight, bias, cu_seqlens, initial_state=None):
     return y, final
 
 
+def _check_update(x, conv_state, weight, slots, cu_seqlens, scratch, validate: bool) -> None:
+    """Everything ``causal_conv1d_update`` needs, before it writes: shapes always; with ``validate`` (and not
+    while a CUDA graph is captured) the values too: slot ids, and windows of 1..T_max tokens that fit scratch."""
+    N, C = x.shape
+    W = weight.shape[1]
+    check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=x.device)
+    B = slots.shape[0]
+    check_tensor("cu_seqlens", cu_seqlens, shape=(B + 1,), dtypes=(torch.int32,), device=x.device)
+    check_tensor("scratch", scratch, ndim=3, dtypes=(x.dtype,), device=x.device)
+    if scratch.shape[0] < B or scratch.shape[1] < W or scratch.shape[2] != C:
+        raise ValueError(f"scratch must have shape (>= {B}, W-1+T_max >= {W}, {C}), got {tuple(scratch.shape)}")
+    if validate and values_checkable(slots, cu_seqlens):
+        check_slots("slots", slots, conv_state.shape[0])
+        check_cu_seqlens(cu_seqlens, N, B, scratch.shape[1] - (W - 1))
+
+
 def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch, *, impl: str = "auto",
-                         split: tuple[int, int, int] | None = None):  # fmt: skip
+                         split: tuple[int, int, int] | None = None, validate: bool = True):  # fmt: skip
     """One speculative window per row, state untouched; fills ``scratch`` for ``conv_commit``.
 
     x: [N, C] (unit last stride); conv_state: [S, W-1, C]; slots: [B] int32 (-1 padding); cu_seqlens: [B+1]
@@ -72,9 +88,11 @@ def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch
     rows 0..B-1. Returns y: [N, C] (padding rows' outputs are 0), or with ``split`` (three widths summing to
     C, e.g. the q, k, v channels) three contiguous [N, width] tensors. ``impl``: the Triton kernel
     (``ops.conv_update``, which writes the split outputs in place) on CUDA tensors, this PyTorch reference on
-    CPU tensors.
+    CPU tensors. Every argument is checked before anything is written (``validate=False`` skips the checks
+    that read values back, as the other ops do; they are skipped anyway while a CUDA graph is captured).
     """
     _check_conv(x, weight, bias, conv_state)
+    _check_update(x, conv_state, weight, slots, cu_seqlens, scratch, validate)
     if split is not None and (len(split) != 3 or sum(split) != x.shape[1] or min(split) < 1):
         raise ValueError(f"split must be three positive widths summing to C={x.shape[1]}, got {split}")
     if use_triton(impl, x):

@@ -141,7 +141,8 @@ class GDNStatePool:
         if self.cfg.validate:
             self.tracker.check_call("conv", layer, ids, cu_seqlens, None)
         scratch = self.conv_scratch[layer]
-        y = causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch, split=split)
+        y = causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch, split=split,
+                                 validate=self.cfg.validate)  # fmt: skip
         if self.cfg.validate:
             self.tracker.record("conv", layer, ids, cu_seqlens, None)
         return y

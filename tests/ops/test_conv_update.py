@@ -48,3 +48,32 @@ def test_split_outputs_are_the_channel_ranges():
         assert (torch.cat(parts, 1) - y).abs().max() < 1e-5
     with pytest.raises(ValueError, match="split must be three positive widths"):
         causal_conv1d_update(x, state, weight, None, slots, cu, scratch, split=(8, 8))
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_bad_arguments_write_nothing(impl):
+    """Issue 11, finding 9 (op half): a window longer than the scratch holds wrote scratch, then raised an
+    IndexError (reference) or ran on (kernel). Every argument is now checked before anything is written."""
+    g = torch.Generator().manual_seed(8)
+    C, W, T, S = 8, 4, 2, 3
+    x, state, weight = torch.randn(5, C, generator=g), torch.randn(S, W - 1, C, generator=g), torch.randn(C, W)
+    slots, cu = torch.tensor([0, 1], dtype=torch.int32), torch.tensor([0, 2, 4], dtype=torch.int32)
+    i32 = lambda *v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    bad = [
+        (dict(cu=i32(0, 1, 5)), r"window lengths \[1, 4\], longer than the window T=2"),
+        (dict(cu=i32(0, 0, 5)), "at least one token"),
+        (dict(cu=i32(0, 2, 4)), "end at the token count 5"),  # x has 5 tokens here
+        (dict(cu=i32(0, 5)), r"cu_seqlens must have shape \(3,\)"),
+        (dict(slots=i32(0, 3)), r"ids \[3\] outside \[-1, 3\)"),
+        (dict(slots=i32(1, 1)), "more than once"),
+        (dict(slots=torch.tensor([0, 1])), "slots must have dtype"),
+        (dict(scratch=torch.zeros(1, W - 1 + T, C)), r"scratch must have shape \(>= 2"),
+        (dict(scratch=torch.zeros(2, W - 1 + T, C, dtype=torch.bfloat16)), "scratch must have dtype"),
+    ]
+    for change, message in bad:
+        kw = dict(cu=i32(0, 2, 5), slots=slots, scratch=torch.zeros(2, W - 1 + T, C)) | change
+        before, st = kw["scratch"].clone(), state.clone()
+        with pytest.raises((ValueError, TypeError), match=message):
+            causal_conv1d_update(x, state, weight, None, kw["slots"], kw["cu"], kw["scratch"], impl=impl)
+        assert torch.equal(kw["scratch"], before) and torch.equal(state, st)
+    assert causal_conv1d_update(x[:4], state, weight, None, slots, cu, torch.zeros(2, W - 1 + T, C), impl=impl).shape
