@@ -8,6 +8,8 @@ import numbers
 
 import torch
 
+from .accept import Greedy, Prescribed, Sampling
+
 
 def is_int(val) -> bool:
     """An int (Python or NumPy), not a bool."""
@@ -83,3 +85,35 @@ def check_uniforms(uniforms, B: int, T: int) -> None:
         raise ValueError(f"uniforms must be a [{B}, {2 * T}] fp32 tensor for Sampling, got {got}")
     if uniforms.dtype != torch.float32 or not bool(((uniforms >= 0) & (uniforms <= 1)).all()):
         raise ValueError("uniforms must be fp32 values in [0, 1]")
+
+
+def check_acceptance(B: int, T: int, num_drafts, rule, prescribed, uniforms, temperature, device_drafts,
+                     drafter_window: int | None) -> tuple:  # fmt: skip
+    """``ModelRunner.step_and_commit``'s acceptance inputs for B rows of T tokens (1 with device drafts, whose
+    window is ``drafter_window``: None when the runner has no device drafter). Returns the real draft counts
+    and (prescribed, uniforms, temperature) as the device step reads them."""
+    if not isinstance(rule, (Greedy, Sampling, Prescribed)):
+        raise TypeError(f"rule must be Greedy(), Sampling(t) or Prescribed(), got {rule!r}")
+    if not isinstance(device_drafts, bool):
+        raise TypeError(f"device_drafts must be a bool, got {device_drafts!r}")
+    if device_drafts:
+        if drafter_window is None:
+            raise ValueError("device_drafts needs a runner with a device drafter (RunnerConfig(device_drafter=))")
+        if num_drafts is not None:
+            raise ValueError("num_drafts must be None with device_drafts (the drafter fills the window)")
+        T = drafter_window
+        nd = [T - 1] * B
+    else:
+        nd = check_int_list("num_drafts", num_drafts, B, 0, T - 1)
+    if isinstance(rule, Prescribed):
+        prescribed = check_int_list("prescribed", prescribed, B, 1, T)
+    elif prescribed is not None:
+        raise ValueError("prescribed is read by the Prescribed rule only")
+    if isinstance(rule, Sampling):
+        if check_temperature(temperature) == 0 or temperature != rule.temperature:
+            raise ValueError(f"temperature={temperature!r} must be > 0 and equal Sampling.temperature "
+                             f"({rule.temperature!r})")  # fmt: skip
+        check_uniforms(uniforms, B, T)
+    elif uniforms is not None:
+        raise ValueError("uniforms are read by the Sampling rule only")
+    return nd, (prescribed, uniforms, float(temperature) if isinstance(rule, Sampling) else 1.0)

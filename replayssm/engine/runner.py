@@ -22,8 +22,8 @@ from ..state import GDNStatePool
 from ..state.backend import GDNStateBackend
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
-from .accept import Greedy, Prescribed, Rule, Sampling
-from .checks import check_int_list, check_slots, check_temperature, check_token_ids, check_tokens, check_uniforms
+from .accept import Greedy, Rule
+from .checks import check_acceptance, check_int_list, check_slots, check_token_ids, check_tokens
 from .config import GRAPH_BATCH_SIZES, ParkedRequest, RunnerConfig, padded, pool_config, uses_graphs
 from .graphs import DeviceStep, capture
 from .mtp import MTPDrafter
@@ -263,7 +263,9 @@ class ModelRunner:
         generator) and ``temperature``; ``Prescribed`` reads ``prescribed``. Returns (num_accepted, tokens
         produced) per row; nothing else comes back from the device."""
         slots, B, T = self._check_step(slots, tokens, 1 if device_drafts else None)
-        nd, rest = self._check_accept(B, T, num_drafts, rule, prescribed, uniforms, temperature, device_drafts)
+        drafter_window = self.cfg.window if self.drafter is not None else None
+        nd, rest = check_acceptance(B, T, num_drafts, rule, prescribed, uniforms, temperature, device_drafts,
+                                    drafter_window)  # fmt: skip
         if device_drafts:
             T = self.cfg.window
             tokens = torch.cat([tokens, tokens.new_zeros(B, T - 1)], 1)
@@ -281,35 +283,6 @@ class ModelRunner:
         for s, k in zip(slots, n):
             self._lens[s] += k
         return n, [row[1 : 1 + k] for row, k in zip(res.tolist(), n)]
-
-    def _check_accept(self, B, T, num_drafts, rule, prescribed, uniforms, temperature, device_drafts) -> tuple:
-        """Host checks of ``step_and_commit``'s acceptance inputs (T: the tokens' width, 1 with device drafts).
-        Returns the real draft counts and (prescribed, uniforms, temperature) as the device step reads them."""
-        if not isinstance(rule, (Greedy, Sampling, Prescribed)):
-            raise TypeError(f"rule must be Greedy(), Sampling(t) or Prescribed(), got {rule!r}")
-        if not isinstance(device_drafts, bool):
-            raise TypeError(f"device_drafts must be a bool, got {device_drafts!r}")
-        if device_drafts:
-            if self.drafter is None:
-                raise ValueError("device_drafts needs a runner with a device drafter (RunnerConfig(device_drafter=))")
-            if num_drafts is not None:
-                raise ValueError("num_drafts must be None with device_drafts (the drafter fills the window)")
-            T = self.cfg.window
-            nd = [T - 1] * B
-        else:
-            nd = check_int_list("num_drafts", num_drafts, B, 0, T - 1)
-        if isinstance(rule, Prescribed):
-            prescribed = check_int_list("prescribed", prescribed, B, 1, T)
-        elif prescribed is not None:
-            raise ValueError("prescribed is read by the Prescribed rule only")
-        if isinstance(rule, Sampling):
-            if check_temperature(temperature) == 0 or temperature != rule.temperature:
-                raise ValueError(f"temperature={temperature!r} must be > 0 and equal Sampling.temperature "
-                                 f"({rule.temperature!r})")  # fmt: skip
-            check_uniforms(uniforms, B, T)
-        elif uniforms is not None:
-            raise ValueError("uniforms are read by the Sampling rule only")
-        return nd, (prescribed, uniforms, float(temperature) if isinstance(rule, Sampling) else 1.0)
 
     def offload(self, slot: int) -> ParkedRequest:
         """Move a committed slot's state (GDN checkpoint, ring, cursors, conv; KV rows; drafter state) to the CPU
