@@ -44,6 +44,7 @@ class RunnerConfig:
     kv_tokens: int | None = None  # paged KV memory shared by all slots, in tokens (None: max_len for every slot)
     page_size: int = 64  # KV cache page, in tokens
     device_drafter: str | None = None  # "mtp": draft inside the step with the model's MTP head (window >= 2)
+    draft_head: str = "auto"  # the device drafter's LM head: "model", "fp8" or "auto" (engine/draft_head.py)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ class ModelRunner:
         if cfg.device_drafter is not None:
             if cfg.device_drafter != "mtp":
                 raise ValueError(f"device_drafter must be None or 'mtp', got {cfg.device_drafter!r}")
-            self.drafter = MTPDrafter(model, num_slots=cfg.max_slots, max_len=cfg.max_len, window=cfg.window)
+            self.drafter = MTPDrafter(model, num_slots=cfg.max_slots, max_len=cfg.max_len, window=cfg.window,
+                                      head=cfg.draft_head)  # fmt: skip
         self._graphs: dict[tuple, tuple] = {}
         self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._in_flight: tuple[torch.Tensor, list[int]] | None = None  # slots on the device and the host
