@@ -185,9 +185,9 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int 
         row.update(_phase_times(runner, StepKind.DECODE if mode == "plain" else StepKind.VERIFY, C, T, lambda: full))
         row["draft_ms"] = _draft_ms(runner, C) if runner.drafter is not None else 0.0
         row["draft_share"] = row["draft_ms"] / row["step_ms_median"]
+        row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"] - row["draft_ms"]
     if runner.drafter is not None:
         row["draft_head"] = runner.drafter.head.kind
-        row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"] - row["draft_ms"]
     del eng, runner
     _free()
     return row
