@@ -47,6 +47,7 @@ class E2EConfig:
     phases: bool = True  # time the GDN state work alone (two extra graphs per row)
     peak: bool = False  # the peak-throughput search (bench.peak) after the rows
     peak_steps: int = 8
+    draft_head: str = "auto"  # replay-mtp: the drafter's LM head ("auto", "model", "fp8"; engine/draft_head.py)
 
 
 def _free():
@@ -97,7 +98,8 @@ def _runner(model, mode, C, cfg: E2EConfig, max_len, kv_tokens=None):
     return ModelRunner(model, RunnerConfig(backend=backend, max_slots=C, max_len=max_len, window=window,
                                            ring_len=cfg.ring_len, cuda_graphs=True, validate=False,
                                            kv_tokens=kv_tokens,
-                                           device_drafter="mtp" if mode == "replay-mtp" else None))  # fmt: skip
+                                           device_drafter="mtp" if mode == "replay-mtp" else None,
+                                           draft_head=cfg.draft_head))  # fmt: skip
 
 
 def _draft_ms(runner: ModelRunner, C: int) -> float:
@@ -184,6 +186,8 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int 
         row["draft_ms"] = _draft_ms(runner, C) if runner.drafter is not None else 0.0
         row["draft_share"] = row["draft_ms"] / row["step_ms_median"]
         row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"] - row["draft_ms"]
+    if runner.drafter is not None:
+        row["draft_head"] = runner.drafter.head.kind
     del eng, runner
     _free()
     return row

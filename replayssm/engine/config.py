@@ -25,7 +25,8 @@ class RunnerConfig:
     automatically with CUDA graphs). ``shadow_backend``: a second pool fed the same inputs (``LockstepPool``),
     for bitwise checks. ``kv_tokens``: paged KV memory shared by all slots, in tokens (None: ``max_len`` for
     every slot); ``page_size``: a KV cache page, in tokens. ``device_drafter="mtp"``: draft inside the step with
-    the model's MTP head (window >= 2). Errors name the field as the caller passed it (``window=``, ...)."""
+    the model's MTP head (window >= 2); ``draft_head``: that drafter's LM head, "model", "fp8" or "auto"
+    (``engine/draft_head.py``). Errors name the field as the caller passed it (``window=``, ...)."""
 
     backend: str = "replay"
     max_slots: int = 16
@@ -38,6 +39,7 @@ class RunnerConfig:
     kv_tokens: int | None = None
     page_size: int = 64
     device_drafter: str | None = None
+    draft_head: str = "auto"
 
     def __post_init__(self):
         for name in ("max_slots", "max_len", "window", "ring_len", "page_size"):
@@ -61,6 +63,8 @@ class RunnerConfig:
             raise ValueError(f"max_len={self.max_len} leaves no room for a prompt and a window of {self.window}")
         if self.device_drafter not in (None, "mtp"):
             raise ValueError(f"device_drafter must be None or 'mtp', got {self.device_drafter!r}")
+        if self.draft_head not in ("auto", "model", "fp8"):
+            raise ValueError(f"draft_head must be 'auto', 'model' or 'fp8', got {self.draft_head!r}")
 
     @property
     def ring_length(self) -> int:

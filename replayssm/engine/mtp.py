@@ -19,12 +19,13 @@ import torch
 from ..models.model import HybridLM
 from ..models.step import Step, StepKind
 from ..state.kv import KVCache
+from .draft_head import draft_head
 
 
 class MTPDrafter:
     """``engine.drafter.DeviceDrafter`` with the model's MTP head, over ``num_slots`` slots, window ``window``."""
 
-    def __init__(self, model: HybridLM, *, num_slots: int, max_len: int, window: int):
+    def __init__(self, model: HybridLM, *, num_slots: int, max_len: int, window: int, head: str = "auto"):
         if model.mtp is None:
             raise ValueError("the model has no MTP head: load it with load_model(..., mtp=True)")
         if window < 2:
@@ -32,6 +33,7 @@ class MTPDrafter:
         p = next(model.parameters())
         mc = model.config
         self.model, self.window = model, window
+        self.head = draft_head(model.lm_head, head)  # picks the draft tokens (engine/draft_head.py)
         self.kv = KVCache(1, num_slots, max_len, mc.num_kv_heads, mc.head_dim, dtype=p.dtype, device=p.device)
         S, dev = num_slots, p.device
         self.hidden = torch.zeros(S + 1, window, mc.hidden_size, dtype=p.dtype, device=dev)  # last window's
@@ -42,7 +44,7 @@ class MTPDrafter:
         return self.model.mtp(hidden, self.model.model.embed_tokens(ids), step, self.kv)
 
     def _draft(self, hidden):
-        return self.model.lm_head(hidden).argmax(-1)
+        return self.head(hidden)
 
     @torch.no_grad()
     def prefill(self, slot: int, ids: torch.Tensor, hidden: torch.Tensor) -> None:
