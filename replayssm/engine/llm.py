@@ -10,6 +10,7 @@ import torch
 from ..models.loader import MTPUnavailableError, load_model, load_tokenizer
 from ..models.model import HybridLM
 from .checks import check_positive_int, check_temperature
+from .drafter import HostDrafter
 from .engine import Engine
 from .runner import ModelRunner, RunnerConfig
 
@@ -35,19 +36,30 @@ class LLM:
     ``backend``: "replay" (checkpoint + ring, exact fold) or "recurrent" (per-token snapshots).
     ``window``: the window length T = last accepted token + T-1 drafts (1 = plain decode).
     ``drafter``: "mtp" (the model's MTP head, drafting on the device inside the step), "ngram" (prompt
-    lookup), "auto" (MTP when the checkpoint has an MTP head, else n-gram) or "none"; ``self.drafter``
-    says which one runs. ``device``/``dtype`` default to CUDA/bf16 when a GPU is present, else CPU/fp32.
+    lookup), "auto" (MTP when the checkpoint has an MTP head, else n-gram), "none", or your own object with
+    ``propose(context, k) -> list[int]`` (``engine.drafter.HostDrafter``, docs/drafters.md: called on the
+    host once per request per step with the prompt + generated tokens; up to k = window - 1 tokens);
+    ``self.drafter`` says which one runs (the name, or your object). ``device``/``dtype`` default to CUDA/bf16
+    when a GPU is present, else CPU/fp32.
     ``max_slots`` bounds concurrent requests, ``max_len`` their length. ``shadow_backend``: run a second
     GDN state pool of that backend in lockstep (``runner.states_equal``). ``load_progress(nbytes)`` is called
     as each weight file of a model folder has been read.
     """
 
     def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", window: int = 4,
-                 drafter: str = "auto", device=None, dtype=None, max_slots: int = 16, max_len: int = 2048,
+                 drafter: str | HostDrafter = "auto", device=None, dtype=None, max_slots: int = 16,
+                 max_len: int = 2048,
                  ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None,
                  load_progress=None):  # fmt: skip
-        if drafter not in DRAFTERS:
-            raise ValueError(f"drafter must be one of {DRAFTERS}, got {drafter!r}")
+        custom = not isinstance(drafter, str)
+        if custom and not isinstance(drafter, HostDrafter):
+            raise TypeError(f"drafter must be one of {DRAFTERS} or an object with propose(context, k), got "
+                            f"{type(drafter).__name__}")  # fmt: skip
+        if not custom and drafter not in DRAFTERS:
+            raise ValueError(f"drafter must be one of {DRAFTERS} or an object with propose(context, k), got "
+                             f"{drafter!r}")  # fmt: skip
+        if custom and window < 2:
+            raise ValueError(f"a drafter object needs window >= 2 (it proposes window - 1 tokens), got {window}")
         # checked before the (slow) load: errors name the argument as passed (window=, ring_len=, ...)
         RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window, ring_len=ring_len,
                      cuda_graphs=cuda_graphs, shadow_backend=shadow_backend)  # fmt: skip
@@ -59,13 +71,13 @@ class LLM:
                 raise MTPUnavailableError("drafter='mtp': the model has no MTP head (load_model(..., mtp=True))")
             self.model = model.to(device=device, dtype=dtype).eval()
         else:
-            mtp = {"mtp": True, "auto": "auto"}.get(drafter, False) if window > 1 else False
+            mtp = {"mtp": True, "auto": "auto"}.get(drafter, False) if window > 1 and not custom else False
             self.model = load_model(model, dtype=dtype, device=device, mtp=mtp, progress=load_progress)
             if (Path(model) / "tokenizer.json").is_file():
                 self.tokenizer = load_tokenizer(model)
         if drafter == "auto":
             drafter = "mtp" if self.model.mtp is not None else "ngram"
-        if drafter == "none" or window == 1:
+        if not custom and (drafter == "none" or window == 1):
             drafter, window = "none", 1
         self.drafter = drafter
         self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
