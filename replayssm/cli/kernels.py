@@ -140,7 +140,8 @@ def _with_tiles(cfg, args, peers) -> dict:
 
     tile, swept = args.tile, []
     if args.sweep:
-        swept = sweep_tiles(cfg, copy_bandwidth(cfg.device), args.sweep, GraphTimer(cfg.target_ms / 1e3))
+        swept = sweep_tiles(cfg, copy_bandwidth(cfg.device), args.sweep, GraphTimer(cfg.target_ms / 1e3),
+                            batches=tuple(cfg.batches))  # fmt: skip
         write_json(Path(args.out) / f"{args.tag}_sweep.json", {"sweep": swept})
         if tile == "best":
             tile = best_tile(swept)
