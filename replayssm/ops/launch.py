@@ -40,6 +40,10 @@ DEFAULTS = {
     "fold": TileConfig(num_warps=4, rows_per_thread=2),
     "verify": TileConfig(num_warps=2, rows_per_thread=2, stages=2),
 }
+# The verify of a batch too small to fill the GPU (its heads split over programs: ``split_small``) runs one
+# 64-row tile per program with 4 warps: at T=4, L=16, B=8 on an H200 41.5 us vs 48.4 us a layer-step with the
+# default above, which stays the fastest from B=64 up (bench/results/2026-11-30-h200-final/sweep_T4*).
+SMALL_BATCH_VERIFY = TileConfig(num_warps=4, rows_per_thread=2, stages=2)
 _OVERRIDES: list[dict[str, TileConfig]] = []
 
 
@@ -72,11 +76,13 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_s
     """The launch of ``kernel`` for heads of ``V`` rows when ``programs`` (batch x heads) programs would
     each own a whole head. With ``split_small`` and no explicit ``rows_per_program``, a head's rows are
     spread over several programs when the batch leaves the GPU short of programs."""
-    cfg = DEFAULTS[kernel]
+    cfg, explicit = DEFAULTS[kernel], False
     for o in reversed(_OVERRIDES):
         if kernel in o:
-            cfg = o[kernel]
+            cfg, explicit = o[kernel], True
             break
+    if split_small and not explicit and programs < 4 * _sm_count(device):
+        cfg = SMALL_BATCH_VERIFY
     warps, rpt = cfg.num_warps, cfg.rows_per_thread
     while tile_rows(warps, rpt) > V and rpt > 1:  # small heads (tests): shrink the tile to fit
         rpt //= 2

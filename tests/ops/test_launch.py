@@ -1,0 +1,29 @@
+"""Launch shapes (ops/launch.py): defaults, overrides, the split of small batches."""
+
+import pytest
+import torch
+
+from replayssm.ops import launch
+
+CPU = torch.device("cpu")  # one "SM": a batch is small below 4 programs
+
+
+def test_verify_default_and_small_batch_shape():
+    big = launch.resolve("verify", 128, 64, CPU, split_small=True)
+    assert (big.num_warps, big.rows, big.rows_per_program) == (2, 32, 128)  # a whole head per program
+    small = launch.resolve("verify", 128, 2, CPU, split_small=True)
+    assert small.num_warps == launch.SMALL_BATCH_VERIFY.num_warps == 4
+    assert small.rows == 64 and small.rows_per_program == 64 and small.programs_per_head == 2  # one tile each
+
+
+def test_an_override_wins_over_the_small_batch_shape():
+    with launch.override(verify=launch.TileConfig(num_warps=2, rows_per_thread=1)):
+        ln = launch.resolve("verify", 128, 2, CPU, split_small=True)
+    assert ln.num_warps == 2 and ln.rows == 16
+
+
+def test_other_kernels_keep_their_defaults_and_unknown_names_are_refused():
+    ln = launch.resolve("fold", 128, 2, CPU)
+    assert ln.num_warps == launch.DEFAULTS["fold"].num_warps and ln.rows_per_program == ln.rows
+    with pytest.raises(ValueError, match="unknown kernels"), launch.override(nope=launch.TileConfig()):
+        pass
