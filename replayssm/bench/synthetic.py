@@ -13,10 +13,12 @@ from ..models.presets import PRESETS, preset
 
 def preset_config(name: str, layers: int | None = None) -> ModelConfig:
     """A preset of ``models.presets`` (dense or MoE); ``layers`` keeps the first n layers (one in 4 is full
-    attention)."""
-    n = layers or preset(name).num_layers
-    if n < 4:
-        raise ValueError(f"layers must be >= 4 (one full-attention layer per 4), got {n}")
+    attention; 4 to the preset's count)."""
+    full = preset(name).num_layers  # ValueError naming the presets for an unknown name
+    n = full if layers is None else layers
+    if not 4 <= n <= full:
+        raise ValueError(f"layers must be from 4 to {full} (one full-attention layer per 4; {name} has {full}), "
+                         f"got {n}")  # fmt: skip
     rope = {"rope_theta": 1e7, "partial_rotary_factor": 0.25}
     return ModelConfig.from_dict({**PRESETS[name], "num_hidden_layers": n, "rope_parameters": rope})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import traceback
 
 from .. import __version__
 from .common import Parser, UsageError, debug_enabled, report_usage_error
@@ -41,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         prog = f"replayssm {args.cmd}" + (f" {args.bench}" if getattr(args, "bench", None) else "")
         return args.fn(args)
     except UsageError as e:
-        if debug_enabled(argv):
-            raise
+        if debug_enabled(argv):  # the traceback, then the same one line and the same exit status
+            traceback.print_exc()
         return report_usage_error(e, prog)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import UsageError, add_out, integer, number, power_of_two
+from .common import UsageError, add_out, integer, number, out_dir, power_of_two
 from .kernels import add_parsers as add_kernel_parsers
 
 
@@ -18,8 +18,9 @@ def add_parser(sub) -> None:
     e.add_argument("--preset", default="qwen3.5-27b",
                    help="preset from replayssm memory, dense or MoE (random weights)")  # fmt: skip
     e.add_argument("--layers", type=integer(1), default=None, help="keep only the first N layers (default: all)")
-    e.add_argument("--concurrency", type=integer(1, 8192), nargs="+", default=[1, 8, 32, 64, 128])
-    e.add_argument("--prompt-len", type=integer(1), default=128)
+    e.add_argument("--concurrency", type=integer(1, 8192), nargs="+", default=[1, 8, 32, 64, 128],
+                   help="requests decoding at once, one row each")  # fmt: skip
+    e.add_argument("--prompt-len", type=integer(1), default=128, help="prompt tokens per request")
     e.add_argument("--steps", type=integer(1), default=12, help="timed engine iterations per mode")
     e.add_argument("--window", type=integer(2, 64), default=4, help="window length T (>= 2)")
     e.add_argument("--mean-accepted", type=number(1), default=3.0,
@@ -63,6 +64,7 @@ def run_e2e(args) -> int:
         raise UsageError(f"--preset {preset} --layers {args.layers}: {e}") from None
     if not torch.cuda.is_available():
         raise UsageError("replayssm bench e2e needs a CUDA GPU (none here)")
+    out_dir(args.out)
     from ..bench.e2e import E2EConfig, run_e2e
 
     cfg = E2EConfig(preset=preset, layers=args.layers, concurrency=tuple(args.concurrency),

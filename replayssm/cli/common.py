@@ -9,6 +9,7 @@ stay fast.
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import os
 import sys
@@ -33,19 +34,86 @@ class Parser(argparse.ArgumentParser):
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """Shows each option's default, unless it has none (None, False) or the help already says it."""
+    """Shows each option's default, unless it has none (None, False) or the help already says it; an option
+    without a help text still gets its default listed."""
+
+    @staticmethod
+    def _default(action) -> str | None:
+        default = action.default
+        if default is None or default is False or default == argparse.SUPPRESS or not action.option_strings:
+            return None
+        text = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        return text.replace("%", "%%")  # the help text is %-formatted by argparse
+
+    def _format_action(self, action):
+        if not action.help and self._default(action) is not None:
+            action = copy.copy(action)
+            action.help = f"default: {self._default(action)}"
+        return super()._format_action(action)
 
     def _get_help_string(self, action):
-        text = action.help or ""
-        none = action.default is None or action.default is False or action.default == argparse.SUPPRESS
-        if none or "default" in text or not action.option_strings:
+        text, default = action.help or "", self._default(action)
+        if default is None or "default" in text:
             return text
-        default = " ".join(map(str, action.default)) if isinstance(action.default, list) else action.default
-        return f"{text} (default: {default})" if text else f"default: {default}"
+        return f"{text} (default: {default})"
 
 
 def debug_enabled(argv: list[str]) -> bool:
     return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def stem(text: str) -> str:
+    """An argparse type (``--tag``): a plain file-name stem, the outputs' names without a suffix."""
+    if not text or text.startswith(".") or any(c in text for c in "/\\\0"):
+        raise argparse.ArgumentTypeError(f"must be a plain file name stem (not empty, no '/', not starting with "
+                                         f"'.'), e.g. drift-1k, got {text!r}")  # fmt: skip
+    return text
+
+
+def _unwritable(flag: str, path, what: str, err: OSError) -> UsageError:
+    reason = err.strerror or type(err).__name__
+    return UsageError(f"{flag} {path}: cannot write {what} there ({reason}); give a writable {what}")
+
+
+def out_dir(path, flag: str = "--out"):
+    """Checks before any work that the output folder ``path`` can be created and written: makes it (with its
+    parents) and creates then removes a probe file in it. Returns it as a Path."""
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{flag} {path}: exists and is not a folder; give a folder (created when missing)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise _unwritable(flag, path, "a folder", e) from None
+    return folder
+
+
+def out_file(path, flag: str):
+    """Checks before any work that the output file ``path`` can be written: not a folder, its folder created
+    (with parents) and writable; an existing file is opened for appending (unchanged), a new one is created and
+    removed again. Returns it as a Path."""
+    from pathlib import Path
+
+    file = Path(path).expanduser()
+    if file.is_dir():
+        raise UsageError(f"{flag} {path}: a folder; give a file name (e.g. {Path(path) / 'results.json'})")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        if file.exists():
+            with file.open("a"):
+                pass
+        else:
+            with file.open("x"):
+                pass
+            file.unlink()
+    except OSError as e:
+        raise _unwritable(flag, path, "a file", e) from None
+    return file
 
 
 def report_usage_error(err: UsageError, prog: str) -> int:
@@ -137,7 +205,7 @@ def add_out(p: argparse.ArgumentParser, tag: str) -> None:
     p.add_argument("--out", default=RESULTS_DIR,
                    help=f"folder for the JSON and PNG (default ./{RESULTS_DIR}; the repository's committed results "
                         "live in bench/results/)")  # fmt: skip
-    p.add_argument("--tag", default=tag, help="file name stem of the outputs")
+    p.add_argument("--tag", type=stem, default=tag, help="file name stem of the outputs (no '/')")
 
 
 def add_command(sub, name: str, help: str, fn) -> argparse.ArgumentParser:

@@ -3,34 +3,63 @@ layer with random inputs)."""
 
 from __future__ import annotations
 
-from .common import add_command, add_device, check_ring, device, integer, power_of_two
+from .common import UsageError, add_command, add_device, check_ring, device, integer, out_file, power_of_two
+
+LAYER_ONLY = {"steps": 100, "batch": 4, "ring": 16, "seed": 0}  # --layer's flags and their defaults
+MODEL_ONLY = {"max_new_tokens": 48}  # the model demo's
 
 
 def add_parser(sub) -> None:
     d = add_command(sub, "demo", "the embedded model decoded plainly and speculatively on both backends", run)
     d.add_argument("--layer", action="store_true", help="instead: simulate one GDN layer with random inputs")
-    d.add_argument("--max-new-tokens", type=integer(1, 4096), default=48, help="tokens per prompt")
-    d.add_argument("--steps", type=integer(1), default=100, help="--layer: speculative steps")
-    d.add_argument("--batch", type=integer(1, 4096), default=4, help="--layer: requests")
+    d.add_argument("--max-new-tokens", type=integer(1, 4096), default=None,
+                   help=f"tokens per prompt (default {MODEL_ONLY['max_new_tokens']}; not with --layer)")  # fmt: skip
+    d.add_argument("--steps", type=integer(1), default=None,
+                   help=f"--layer: speculative steps (default {LAYER_ONLY['steps']})")  # fmt: skip
+    d.add_argument("--batch", type=integer(1, 4096), default=None,
+                   help=f"--layer: requests (default {LAYER_ONLY['batch']})")  # fmt: skip
     d.add_argument("--window", type=integer(2, 64), default=4, help="window length T (last accepted token + drafts)")
-    d.add_argument("--ring", type=power_of_two(2), default=16, help="ring length L: a power of two >= 2 x --window")
-    d.add_argument("--seed", type=integer(0), default=0, help="--layer: random inputs and acceptance")
-    d.add_argument("--json", default=None, help="also write the results (tokens, accepted length per prompt) here")
+    d.add_argument("--ring", type=power_of_two(2), default=None,
+                   help=f"--layer: ring length L, a power of two >= 2 x --window (default {LAYER_ONLY['ring']}; "
+                        "the model demo sizes its rings itself)")  # fmt: skip
+    d.add_argument("--seed", type=integer(0), default=None,
+                   help=f"--layer: random inputs and acceptance (default {LAYER_ONLY['seed']})")  # fmt: skip
+    d.add_argument("--json", default=None,
+                   help="also write the results here (the model demo: tokens, accepted length per prompt; "
+                        "--layer: the layer's numbers)")  # fmt: skip
     add_device(d)
 
 
-GPU_RESULTS = "bench/results/2026-11-29-h200/"
+KERNEL_RESULTS = "bench/results/2026-11-30-h200/"  # bench kernels on the H200
+ENGINE_RESULTS = "bench/results/2026-11-30-h200-e2e/"  # bench e2e on the H200
 CPU_NOTE = (
     "On a CPU the kernels run as their PyTorch references, so tokens/s below is no measure of speed: there "
     "ReplaySSM's window formula (a small triangular solve per head) costs more than the baseline's plain loop, and "
     "a model this small never waits on memory. What a CPU run shows is exactness and memory: look at the bitwise "
-    "check and the scratch bytes. Speed is a GPU property: see Results in the README and " + GPU_RESULTS + " (H200)."
+    f"check and the scratch bytes. Speed is a GPU property: see Results in the README, {ENGINE_RESULTS} (the "
+    f"engine) and {KERNEL_RESULTS} (the kernels), both on an H200."
 )
 
 
+def _check_flags(args) -> None:
+    """Flags of the other mode are refused, not ignored; then the defaults of this mode are filled in."""
+    mine, other = (LAYER_ONLY, MODEL_ONLY) if args.layer else (MODEL_ONLY, LAYER_ONLY)
+    given = ["--" + k.replace("_", "-") for k in other if getattr(args, k) is not None]
+    if given:
+        where = "without --layer (they set the one-layer simulation)" if not args.layer else "with --layer"
+        raise UsageError(f"{' '.join(given)}: not used {where}; drop {'them' if len(given) > 1 else 'it'}"
+                         f"{'' if args.layer else ' or add --layer'}")  # fmt: skip
+    for k, default in mine.items():
+        if getattr(args, k) is None:
+            setattr(args, k, default)
+
+
 def run(args) -> int:
-    check_ring(args.ring, args.window)
+    _check_flags(args)
+    if args.layer:
+        check_ring(args.ring, args.window)
     dev = device(args.device)
+    json_path = out_file(args.json, "--json") if args.json else None
     if dev.type == "cpu":
         import torch
 
@@ -39,7 +68,7 @@ def run(args) -> int:
         # with one).
         torch.set_num_threads(1)
     if args.layer:
-        return _layer(args, dev)
+        return _layer(args, dev, json_path)
     import textwrap
 
     from ..demo import ModelDemo, demo_passed
@@ -62,13 +91,16 @@ def run(args) -> int:
     with progress(demo.total_tokens, "demo") as bar:
         res = demo.run(progress=bar.update, on_run=lambda name, r: bar.write(_run_line(name, r, args.window)))
     _summary(res, args.window)
-    if args.json:
-        import json
-        from pathlib import Path
-
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+    if json_path is not None:
+        _write_json(json_path, res)
     return 0 if demo_passed(res) else 1
+
+
+def _write_json(path, res: dict) -> None:
+    import json
+
+    path.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {path}")
 
 
 def _yes(ok: bool) -> str:
@@ -111,11 +143,11 @@ def _summary(res: dict, window: int) -> None:
     print(f"  speculative scratch for {len(res['prompts'])} requests at T={window}: recurrent "
           f"{scratch['recurrent']:,} B (T state snapshots per GDN layer), ReplaySSM {scratch['replay']:,} B "
           f"(ring records): {scratch['recurrent'] / scratch['replay']:.1f}x less")  # fmt: skip
-    print(f"  speed: a GPU property (README, Results; {GPU_RESULTS}); replayssm memory --model qwen3.5-122b-a10b "
+    print(f"  speed: a GPU property (README, Results; {ENGINE_RESULTS}); replayssm memory --model qwen3.5-122b-a10b "
           "shows the memory at a real model's size")  # fmt: skip
 
 
-def _layer(args, dev) -> int:
+def _layer(args, dev, json_path=None) -> int:
     import torch
 
     from ..layer_demo import LayerDemoConfig, run_layer_demo
@@ -135,4 +167,8 @@ def _layer(args, dev) -> int:
     print(f"  worst output rel. error     {r.worst_rel_err:.2e} (ReplaySSM vs recurrent outputs)")
     print(f"  speculative scratch         recurrent {r.recurrent_scratch_bytes:,} B (per-token snapshots); "
           f"ReplaySSM {r.replay_ring_bytes:,} B (ring records, no snapshots)")  # fmt: skip
+    if json_path is not None:
+        from dataclasses import asdict
+
+        _write_json(json_path, {"config": asdict(cfg), "device": str(dev), "dtype": str(dtype), **asdict(r)})
     return 0 if r.bitwise_steps == r.steps else 1

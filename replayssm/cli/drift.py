@@ -14,6 +14,7 @@ from .common import (
     device,
     integer,
     model_folder,
+    out_dir,
     power_of_two,
 )
 
@@ -46,7 +47,7 @@ def _model_spec(spec: str) -> str:
         parts = spec.split(":")
         if len(parts) != 3 or not parts[2].isdigit():
             raise UsageError(f"--model {spec}: the form is random:PRESET:LAYERS, e.g. random:qwen3.5-4b:8")
-        try:
+        try:  # an unknown preset (the message lists them) or LAYERS outside 4 .. the preset's layer count
             cfg = preset_config(parts[1].lower(), int(parts[2]))
         except ValueError as e:
             raise UsageError(f"--model {spec}: {e}") from None
@@ -66,6 +67,7 @@ def run(args) -> int:
         raise UsageError(f"--every {args.every} must be <= --tokens {args.tokens} (otherwise nothing is checked)")
     spec = _model_spec(args.model)
     dev = device(args.device)
+    out = out_dir(args.out)
     import torch
 
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
@@ -89,9 +91,6 @@ def run(args) -> int:
 
         res = run_drift(model, prompts, cfg, progress=tick)
     res.update(env=env, model=spec, device=str(dev), dtype=str(dtype))
-    from pathlib import Path
-
-    out = Path(args.out)
     write_json(out / f"{args.tag}.json", res)
     print(f"wrote {out / f'{args.tag}.json'}")
     _plot(res, out / f"{args.tag}.png", header(env))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .common import RESULTS_DIR, UsageError, add_command, integer, number, power_of_two
+from .common import RESULTS_DIR, UsageError, add_command, integer, number, out_dir, power_of_two, stem
 
 ROOT_HELP = "$REPLAYSSM_PEERS, else .peers/ in the repository"
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -14,13 +14,15 @@ def add_parsers(bench) -> None:
     """Add ``kernels`` and ``peers`` to the ``replayssm bench`` subparsers."""
     k = add_command(bench, "kernels", "per-layer step time of every backend and SGLang peer vs the memory floor",
                     cmd_kernels)  # fmt: skip
-    for name, default in (("--H", 16), ("--HV", 64), ("--K", 128), ("--V", 128)):
-        k.add_argument(name, type=integer(1, 4096), default=default)
+    for name, default, what in (("--H", 16, "GDN key heads"), ("--HV", 64, "GDN value heads, a multiple of --H"),
+                                ("--K", 128, "key head dim"), ("--V", 128, "value head dim")):  # fmt: skip
+        k.add_argument(name, type=integer(1, 4096), default=default, help=what)
     k.add_argument("--windows", type=integer(1, 64), nargs="+", default=[1, 2, 4, 8],
                    help="window lengths T (1 = plain decode)")  # fmt: skip
     k.add_argument("--rings", type=power_of_two(2), nargs="+", default=[16, 32],
                    help="ring lengths L, powers of two (those < 2T are skipped)")  # fmt: skip
-    k.add_argument("--batches", type=integer(1, 65536), nargs="+", default=[1, 8, 32, 64, 128, 256])
+    k.add_argument("--batches", type=integer(1, 65536), nargs="+", default=[1, 8, 32, 64, 128, 256],
+                   help="batch sizes B (requests per step)")  # fmt: skip
     k.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="activations (default bf16; fp32 on cpu)")
     k.add_argument("--peers", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to time, or 'none'")
     k.add_argument("--peers-dir", default=None, help=f"folder holding sglang-<version>/ (default {ROOT_HELP})")
@@ -41,7 +43,7 @@ def add_parsers(bench) -> None:
     )
     k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
     k.add_argument("--out", default=RESULTS_DIR, help=f"folder for the JSON and PNG (default ./{RESULTS_DIR})")
-    k.add_argument("--tag", default="kernels", help="file name stem of the outputs")
+    k.add_argument("--tag", type=stem, default="kernels", help="file name stem of the outputs (no '/')")
 
     p = add_command(bench, "peers", "extract the SGLang releases' kernel files from their wheels (for --peers-dir)",
                     cmd_peers)  # fmt: skip
@@ -49,7 +51,7 @@ def add_parsers(bench) -> None:
     p.add_argument("--download", action="store_true", help="pip download the wheels that are not given")
     p.add_argument("--cache", default=None, help="download folder (default $REPLAYSSM_WHEEL_CACHE or ~/.cache/...)")
     p.add_argument("--dest", default=None, help=f"peers folder (default {ROOT_HELP})")
-    p.add_argument("--releases", nargs="+", default=["0.5.16", "0.5.23"])
+    p.add_argument("--releases", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to extract")
 
 
 def cmd_peers(args) -> int:
@@ -71,16 +73,35 @@ def cmd_peers(args) -> int:
     return 0
 
 
+def _shape(args):
+    from ..ops import GDNShape
+
+    if args.HV % args.H:
+        raise UsageError(f"--HV {args.HV} must be a multiple of --H {args.H} (each key head serves HV/H value heads)")
+    try:
+        return GDNShape(args.H, args.HV, args.K, args.V)
+    except ValueError as e:
+        raise UsageError(f"--H/--HV/--K/--V: {e}") from None
+
+
+def _check_grid(args) -> None:
+    """At least one point: a ring of at least 2T for some window T."""
+    if not any(L >= 2 * T for T in args.windows for L in args.rings):
+        need = 1 << (2 * min(args.windows) - 1).bit_length()
+        raise UsageError(f"--windows {' '.join(map(str, args.windows))} --rings {' '.join(map(str, args.rings))}: "
+                         f"no ring is at least 2 x a window, so there is nothing to time: add --rings {need} or "
+                         f"a window of at most {max(args.rings) // 2}")  # fmt: skip
+
+
 def _config(args):
     import torch
 
     from ..bench.kernels import KernelBenchConfig
-    from ..ops import GDNShape
 
     dtype = getattr(torch, DTYPES[args.dtype or ("fp32" if args.device == "cpu" else "bf16")])
     peers = () if args.peers == ["none"] else tuple(args.peers)
     return KernelBenchConfig(
-        geo=GDNShape(args.H, args.HV, args.K, args.V), windows=tuple(args.windows), rings=tuple(args.rings),
+        geo=_shape(args), windows=tuple(args.windows), rings=tuple(args.rings),
         batches=tuple(args.batches), dtype=dtype, peers=peers,
         peers_root=args.peers_dir, device=args.device, target_ms=args.target_ms, max_seconds=args.max_seconds,
         min_working_set=(256 << 20) if args.device == "cuda" else 0,
@@ -97,6 +118,7 @@ def cmd_kernels(args) -> int:
             raise UsageError("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the peers' kernel files are loaded
     _check_tiles(args)
+    _check_grid(args)
     cfg = _config(args)
     from ..bench.kernels import load_peers, run_kernel_bench
     from ..bench.peers.sglang import RELEASES, PeerKernelsError
@@ -108,6 +130,7 @@ def cmd_kernels(args) -> int:
         peers = load_peers(cfg)
     except PeerKernelsError as e:
         raise UsageError(f"--peers-dir: {e}") from None
+    out_dir(args.out)
     if args.sweep is None and args.tile in (None, "best"):
         payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
     else:

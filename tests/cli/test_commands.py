@@ -45,10 +45,14 @@ def test_generate_streams_and_stops_at_eos(tmp_path, capsys):
     assert capsys.readouterr().out.removeprefix(prompt)[:-1] == text
 
 
-def test_demo_layer(capsys):
-    assert main(["demo", "--layer", "--steps", "6", "--device", "cpu"]) == 0
+def test_demo_layer(tmp_path, capsys):
+    """--json works with --layer too: the layer's numbers, in a folder it makes."""
+    path = tmp_path / "new" / "layer.json"
+    assert main(["demo", "--layer", "--steps", "6", "--device", "cpu", "--json", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "6/6 steps equal to the recurrent baseline" in out
+    assert "6/6 steps equal to the recurrent baseline" in out and f"wrote {path}" in out
+    res = json.loads(path.read_text())
+    assert res["steps"] == res["bitwise_steps"] == 6 and res["config"]["steps"] == 6 and res["config"]["ring_len"] == 16
 
 
 @pytest.mark.slow  # six engine runs over nine prompts: about a minute of CPU
@@ -56,7 +60,7 @@ def test_demo_explains_a_cpu_run(tmp_path, capsys):
     """A short demo: every run's line as it ends, the CPU note, the summary; --json holds the same numbers."""
     assert main(["demo", "--max-new-tokens", "3", "--device", "cpu", "--json", str(tmp_path / "d.json")]) == 0
     out = capsys.readouterr().out
-    assert "tokens/s below is no measure of speed" in out and "bench/results/2026-11-29-h200/" in out
+    assert "tokens/s below is no measure of speed" in out and "bench/results/2026-11-30-h200-e2e/" in out
     assert "every speculative run gave exactly the plain tokens: yes" in out
     assert "bitwise equal to the recurrent baseline's, every layer, after each of" in out and ": NO" not in out
     res = json.loads((tmp_path / "d.json").read_text())

@@ -6,12 +6,13 @@ import sys
 import pytest
 
 from replayssm.cli import main
-from replayssm.cli.common import UsageError
 from replayssm.tiny import TINY_MODEL
 
 TINY = str(TINY_MODEL)
 M122 = ["memory", "--model", "qwen3.5-122b-a10b"]
 GEN = ["generate", "--model", TINY, "--prompt", "x"]
+KCPU = ["bench", "kernels", "--device", "cpu", "--peers", "none"]
+FILE = TINY + "/config.json"  # an existing file, never written by these cases
 
 # (argv, the flag the message must name, a phrase the message must hold)
 CASES = [
@@ -36,7 +37,16 @@ CASES = [
     (["drift", "--window", "1"], "--window", "from 2 to 64"),
     (["drift", "--ring", "8", "--window", "8"], "--ring 8", "at least 2 x --window = 16"),
     (["drift", "--model", "random:qwen3.5-4b"], "--model random:qwen3.5-4b", "random:PRESET:LAYERS"),
-    (["drift", "--model", "random:qwen3.5-4b:2"], "--model random:qwen3.5-4b:2", "layers must be >= 4"),
+    (["drift", "--model", "random:qwen3.5-4b:2"], "--model random:qwen3.5-4b:2", "layers must be from 4 to 32"),
+    (["drift", "--model", "random:qwen3.5-4b:0"], "--model random:qwen3.5-4b:0", "layers must be from 4 to 32"),
+    (["drift", "--model", "random:qwen3.5-4b:1000"], "--model random:qwen3.5-4b:1000", "from 4 to 32"),
+    (["drift", "--model", "random:foo:4"], "--model random:foo:4", "choose from qwen3-next-80b-a3b, qwen3.5-4b"),
+    (["drift", "--out", "/proc/x"], "--out /proc/x", "cannot write a folder there"),
+    (["drift", "--out", FILE], f"--out {FILE}", "exists and is not a folder"),
+    (["drift", "--out", FILE + "/sub"], f"--out {FILE}/sub", "cannot write a folder there"),
+    (["drift", "--tag", ""], "--tag", "plain file name stem"),
+    (["drift", "--tag", "../../etc/x"], "--tag", "no '/'"),
+    (["drift", "--tag", ".hidden"], "--tag", "not starting with '.'"),
     (["drift", "--model", "random:qwen3.5-35b-a3b:8"], "--model random:qwen3.5-35b-a3b:8", "MoE"),
     (["drift", "--model", "/no/such/folder"], "--model /no/such/folder", "no such folder"),
     (["drift", "--device", "tpu"], "--device", "cpu, cuda or cuda:N"),
@@ -55,7 +65,14 @@ CASES = [
     (GEN + ["--seed", "-1"], "--seed", ">= 0"),
     (GEN + ["--backend", "fast"], "--backend", "invalid choice"),
     (["demo", "--max-new-tokens", "0"], "--max-new-tokens", "from 1 to 4096"),
-    (["demo", "--window", "9"], "--ring 16", "at least 2 x --window = 18"),
+    (["demo", "--layer", "--window", "9"], "--ring 16", "at least 2 x --window = 18"),
+    (["demo", "--json", FILE + "/d.json"], f"--json {FILE}/d.json", "cannot write a file there"),
+    (["demo", "--json", "/proc/d.json"], "--json /proc/d.json", "cannot write a file there"),
+    (["demo", "--layer", "--json", "/tmp"], "--json /tmp", "a folder; give a file name"),
+    (["demo", "--steps", "5"], "--steps", "not used without --layer"),
+    (["demo", "--batch", "2", "--seed", "1"], "--batch --seed", "not used without --layer"),
+    (["demo", "--ring", "32"], "--ring", "or add --layer"),
+    (["demo", "--layer", "--max-new-tokens", "8"], "--max-new-tokens", "not used with --layer"),
     (["demo", "--layer", "--steps", "0"], "--steps", ">= 1"),
     (["demo", "--layer", "--batch", "0"], "--batch", "from 1 to 4096"),
     (["demo", "--layer", "--ring", "12"], "--ring", "power of two"),
@@ -64,7 +81,9 @@ CASES = [
     (["bench", "e2e", "--concurrency", "8", "0"], "--concurrency", "from 1 to 8192"),
     (["bench", "e2e", "--mean-accepted", "5"], "--mean-accepted 5.0", "<= --window 4"),
     (["bench", "e2e", "--capacity-budget-gib", "0"], "--capacity-budget-gib", "> 0"),
-    (["bench", "e2e", "--preset", "qwen3.5-35b-a3b", "--layers", "2"], "--preset qwen3.5-35b-a3b", ">= 4"),
+    (["bench", "e2e", "--preset", "qwen3.5-35b-a3b", "--layers", "2"], "--preset qwen3.5-35b-a3b", "from 4 to 40"),
+    (["bench", "e2e", "--preset", "qwen3.5-35b-a3b", "--layers", "1000"], "--layers 1000", "from 4 to 40"),
+    (["bench", "e2e", "--tag", "a/b"], "--tag", "no '/'"),
     (["bench", "e2e", "--preset", "llama"], "--preset llama", "choose from"),
     (["bench", "kernels", "--batches", "8", "0"], "--batches", "from 1 to 65536"),
     (["bench", "kernels", "--rings", "12"], "--rings", "power of two"),
@@ -74,6 +93,10 @@ CASES = [
     (["bench", "kernels", "--device", "cpu", "--peers", "0.4"], "--peers", "known: 0.5.16, 0.5.23"),
     (["bench", "kernels", "--device", "cpu", "--sweep", "2x2", "4-1"], "--sweep 4-1", "WARPSxROWS[xSTAGES]"),
     (["bench", "kernels", "--device", "cpu", "--tile", "best"], "--tile best", "needs --sweep"),
+    (KCPU + ["--H", "3", "--HV", "4"], "--HV 4", "multiple of --H 3"),
+    (KCPU + ["--windows", "16", "--rings", "16"], "--windows 16 --rings 16", "add --rings 32"),
+    (KCPU + ["--out", FILE], f"--out {FILE}", "exists and is not a folder"),
+    (KCPU + ["--tag", ""], "--tag", "plain file name stem"),
     (["bench", "peers", "--releases", "0.4"], "--releases", "known: 0.5.16, 0.5.23"),
     (["demo", "--no-such-flag"], "--no-such-flag", "unrecognized"),
     (["frobnicate"], "frobnicate", "invalid choice"),
@@ -98,12 +121,23 @@ def test_no_command_prints_the_help(capsys):
     assert err.startswith("usage: replayssm") and "demo" in err and "docs/cli.md" in err
 
 
-def test_debug_shows_the_exception(monkeypatch):
-    with pytest.raises(UsageError, match="--tp"):
-        main(["memory", "--model", "qwen3.5-4b", "--tp", "0", "--debug"])
+def test_debug_shows_the_exception_and_still_exits_2(monkeypatch, capsys):
+    assert main(["memory", "--model", "qwen3.5-4b", "--tp", "0", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "UsageError: --tp: must be an integer" in err
+    assert err.strip().splitlines()[-1].startswith("replayssm memory: error: --tp")
     monkeypatch.setenv("REPLAYSSM_DEBUG", "1")
-    with pytest.raises(UsageError, match="--budget-gib"):
-        main(["memory", "--model", "qwen3.5-4b", "--budget-gib", "-1"])
+    assert main(["memory", "--model", "qwen3.5-4b", "--budget-gib", "-1"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_e2e_checks_its_out_folder_before_the_run(monkeypatch, capsys):
+    """bench e2e needs a GPU; with one, a bad --out is refused before the model is built."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert main(["bench", "e2e", "--out", FILE]) == 2
+    assert f"--out {FILE}: exists and is not a folder" in capsys.readouterr().err
 
 
 COMMANDS = ["demo", "generate", "memory", "drift", "bench", "bench kernels", "bench peers", "bench e2e"]
@@ -114,6 +148,9 @@ def test_as_a_process_no_traceback_and_no_torch_for_help():
     bad = subprocess.run([sys.executable, "-m", "replayssm.cli", "memory", "--model", "qwen3.5-4b", "--tp", "0"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+    argv = [sys.executable, "-m", "replayssm", "memory", "--model", "qwen3.5-4b", "--tp", "0", "--debug"]
+    debug = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert debug.returncode == 2 and "Traceback" in debug.stderr
     code = (f"import sys; from replayssm.cli import main\nCOMMANDS = {COMMANDS!r}\n"
             "for argv in (['--help'], ['--version'], *[[*c.split(), '--help'] for c in COMMANDS]):\n"
             "    try: main(argv)\n    except SystemExit as e: assert e.code == 0\n"
