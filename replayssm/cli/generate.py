@@ -23,7 +23,8 @@ def add_parser(sub) -> None:
     g.add_argument("--ring", type=pow2(2), default=16, help="ring length L: a power of two >= 2 x --window")
     g.add_argument("--max-new-tokens", type=integer(1), default=128)
     g.add_argument("--max-len", type=integer(2), default=2048,
-                   help="KV positions per request: prompt + --max-new-tokens + --window must fit")  # fmt: skip
+                   help="KV positions per request: prompt + --max-new-tokens + --window must fit; at most the "
+                        "model's max_position_embeddings")  # fmt: skip
     g.add_argument("--temperature", type=number(0), default=0.0, help="0 = greedy; > 0 samples")
     g.add_argument("--seed", type=integer(0), default=0)
     g.add_argument("--ignore-eos", action="store_true", help="keep going after the end-of-sequence token")
@@ -41,28 +42,48 @@ def _load(args, dev, folder):
             return LLM(folder, backend=args.backend, window=args.window, ring_len=args.ring, device=dev,
                        drafter=args.drafter, max_len=args.max_len, load_progress=bar.update)  # fmt: skip
         except MTPUnavailableError as e:
-            raise UsageError(f"--drafter mtp: {e}") from e
+            raise UsageError(f"--drafter mtp: {e.reason}; use --drafter ngram (or auto)") from e
         except (ValueError, OSError) as e:  # an unsupported config.json, missing or mis-shaped weights
             raise UsageError(f"--model {args.model}: {e}") from e
 
 
+def _check_max_len(args, folder) -> None:
+    """--max-len within the model's max_position_embeddings, read from config.json before anything is loaded
+    (the KV cache for --max-len positions is allocated up front)."""
+    from ..models.config import ModelConfig
+
+    try:
+        cfg = ModelConfig.from_file(folder)
+    except (ValueError, OSError) as e:  # not JSON, not an object, a missing or ill-typed field
+        raise UsageError(f"--model {args.model}: {e}") from e
+    limit = cfg.max_position_embeddings
+    if limit is not None and args.max_len > limit:
+        raise UsageError(f"--max-len: must be an integer from 2 to {limit} (the model's max_position_embeddings), "
+                         f"got {args.max_len}")  # fmt: skip
+
+
 def run(args) -> int:
     check_ring(args.ring, args.window)
+    if args.window == 1 and args.drafter in ("mtp", "ngram"):
+        raise UsageError(f"--drafter {args.drafter} needs --window >= 2 (it drafts --window - 1 tokens); --window 1 "
+                         "is plain decoding: use --drafter none (or auto)")  # fmt: skip
     if not args.prompt:
         raise UsageError("--prompt: must not be empty")
     folder = model_folder(args.model)
     if not (folder / "tokenizer.json").is_file():
         raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
+    _check_max_len(args, folder)
     llm = _load(args, device(args.device), folder)
     ids = llm.encode(args.prompt)
     need = len(ids) + args.max_new_tokens + llm.runner_config.window
     if need > args.max_len:
-        raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {len(ids)} tokens, + --max-new-tokens "
+        tokens = f"{len(ids)} token{'s' if len(ids) != 1 else ''}"
+        raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {tokens}, + --max-new-tokens "
                          f"{args.max_new_tokens} + --window {llm.runner_config.window} = {need}; raise --max-len or "
                          "shorten --prompt")  # fmt: skip
     eng = llm.engine(temperature=args.temperature, seed=args.seed, ignore_eos=args.ignore_eos)
     req = eng.add(ids, args.max_new_tokens)
-    print(args.prompt, end="", flush=True)
+    print(args.prompt, end="", flush=True)  # the prompt, then its continuation as it comes (docs/cli.md)
     shown, t0 = "", time.perf_counter()
     while eng.step():
         shown = _stream(llm.decode(req.generated), shown, final=False)

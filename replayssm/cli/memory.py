@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from .common import UsageError, add_command, check_ring, integer, number, power_of_two
 
+MAX_CONTEXT = 1 << 24  # tokens: a sanity bound, far above the context length of any published config
+
 
 def add_parser(sub) -> None:
     m = add_command(sub, "memory", "per-request GDN state bytes of both backends, and how many requests fit", run)
@@ -16,8 +18,9 @@ def add_parser(sub) -> None:
     m.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16", help="activation dtype")
     m.add_argument("--budget-gib", type=number(0, lo_open=True), default=40.0,
                    help="GiB for request state on one GPU (> 0)")  # fmt: skip
-    m.add_argument("--context", type=integer(0), default=0,
-                   help="also count this many tokens of full-attention KV cache per request (>= 0)")  # fmt: skip
+    m.add_argument("--context", type=integer(0, MAX_CONTEXT), default=0,
+                   help=f"also count this many tokens of full-attention KV cache per request (0 to {MAX_CONTEXT}, "
+                        "and at most the model's max_position_embeddings when its config.json gives it)")  # fmt: skip
     m.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
@@ -48,6 +51,10 @@ def run(args) -> int:
 
     check_ring(args.ring, args.window)
     name, cfg = load_config(args.model)
+    limit = cfg.max_position_embeddings
+    if limit is not None and args.context > limit:
+        raise UsageError(f"--context: must be an integer from 0 to {limit} (the model's max_position_embeddings), "
+                         f"got {args.context}")  # fmt: skip
     if cfg.H % args.tp or cfg.HV % args.tp:
         ok = [t for t in range(1, cfg.H + 1) if cfg.H % t == 0 and cfg.HV % t == 0]
         raise UsageError(f"--tp {args.tp} must divide the model's {cfg.H} GDN key heads and {cfg.HV} value heads: "

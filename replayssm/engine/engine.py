@@ -202,9 +202,7 @@ class Engine:
             return [r.generated[-1]] * k  # any tokens: the prescribed acceptance ignores them
         if not self.drafter:
             return []
-        d = list(self.drafter.propose(r.context, k))[:k]
-        self.runner.check_token_ids(d, "draft token ids")
-        return d
+        return _proposal(self.drafter, self.drafter.propose(r.context, k), k, self.runner)
 
     def _rule(self, B: int, T: int) -> tuple:
         """How the device accepts this step's drafts, and the host-drawn inputs the rule reads."""
@@ -246,3 +244,16 @@ class Engine:
         if r.parked is None:
             raise ValueError(f"request {r.id} is not preempted")
         r.slot, r.parked = self.runner.restore(r.parked), None
+
+
+def _proposal(drafter, d, k: int, runner: ModelRunner) -> list[int]:
+    """A host drafter's ``propose`` result -> at most ``k`` checked token ids (extra tokens are dropped). A list
+    or tuple of ints, a 1-d integer NumPy array or torch tensor are accepted."""
+    name = type(drafter).__name__
+    ndim = d.dim() if isinstance(d, torch.Tensor) else getattr(d, "ndim", 1)
+    if isinstance(d, (str, bytes, dict)) or not hasattr(d, "__iter__") or ndim != 1:
+        kind = f"a {ndim}-d {type(d).__name__}" if ndim != 1 else type(d).__name__
+        raise TypeError(f"{name}.propose() must return a list of ints (up to k={k} token ids), got {kind}")
+    d = d[:k] if isinstance(d, torch.Tensor) else list(d)[:k]
+    runner.check_token_ids(d, f"{name}.propose() draft token ids")
+    return [int(t) for t in (d.tolist() if isinstance(d, torch.Tensor) else d)]

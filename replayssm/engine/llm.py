@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from ..models.config import ModelConfig
 from ..models.loader import MTPUnavailableError, load_model, load_tokenizer
 from ..models.model import HybridLM
 from .checks import check_positive_int, check_temperature
@@ -15,6 +16,14 @@ from .engine import Engine
 from .runner import ModelRunner, RunnerConfig
 
 DRAFTERS = ("auto", "mtp", "ngram", "none")
+MAX_WINDOW = 64  # the longest window LLM and the CLI accept (--window); verify cost grows with it, acceptance not
+
+
+def _check_max_len(cfg: ModelConfig, max_len: int) -> None:
+    """``max_len`` (KV positions per request, allocated up front) within the model's max_position_embeddings."""
+    limit = cfg.max_position_embeddings
+    if limit is not None and max_len > limit:
+        raise ValueError(f"max_len={max_len}: must be at most the model's max_position_embeddings={limit}")
 
 
 @dataclass
@@ -34,14 +43,16 @@ class LLM:
 
     ``model``: a folder (config.json, safetensors, optional tokenizer.json) or a ``HybridLM``.
     ``backend``: "replay" (checkpoint + ring, exact fold) or "recurrent" (per-token snapshots).
-    ``window``: the window length T = last accepted token + T-1 drafts (1 = plain decode).
+    ``window``: the window length T = last accepted token + T-1 drafts, 1 to 64 (1 = plain decode: only with
+    drafter "auto" or "none"; "mtp", "ngram" and drafter objects need window >= 2).
     ``drafter``: "mtp" (the model's MTP head, drafting on the device inside the step), "ngram" (prompt
     lookup), "auto" (MTP when the checkpoint has an MTP head, else n-gram), "none", or your own object with
     ``propose(context, k) -> list[int]`` (``engine.drafter.HostDrafter``, docs/drafters.md: called on the
     host once per request per step with the prompt + generated tokens; up to k = window - 1 tokens);
     ``self.drafter`` says which one runs (the name, or your object). ``device``/``dtype`` default to CUDA/bf16
     when a GPU is present, else CPU/fp32.
-    ``max_slots`` bounds concurrent requests, ``max_len`` their length. ``shadow_backend``: run a second
+    ``max_slots`` bounds concurrent requests, ``max_len`` their length (at most the model's
+    ``max_position_embeddings``; KV memory for it is allocated up front). ``shadow_backend``: run a second
     GDN state pool of that backend in lockstep (``runner.states_equal``). ``load_progress(nbytes)`` is called
     as each weight file of a model folder has been read.
     """
@@ -58,17 +69,24 @@ class LLM:
         if not custom and drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {DRAFTERS} or an object with propose(context, k), got "
                              f"{drafter!r}")  # fmt: skip
-        if custom and window < 2:
-            raise ValueError(f"a drafter object needs window >= 2 (it proposes window - 1 tokens), got {window}")
         # checked before the (slow) load: errors name the argument as passed (window=, ring_len=, ...)
         RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window, ring_len=ring_len,
                      cuda_graphs=cuda_graphs, shadow_backend=shadow_backend)  # fmt: skip
+        if window > MAX_WINDOW:
+            raise ValueError(f"window={window}: must be from 1 to {MAX_WINDOW} (as the CLI's --window)")
+        if (custom or drafter in ("mtp", "ngram")) and window < 2:
+            what = "a drafter object" if custom else f"drafter={drafter!r}"
+            raise ValueError(f"{what} needs window >= 2 (it proposes window - 1 tokens), got window={window}; "
+                             "window=1 is plain decode: pass drafter='none' (or 'auto')")  # fmt: skip
+        if not isinstance(model, HybridLM):
+            _check_max_len(ModelConfig.from_file(model), max_len)  # before loading: a clear config error first
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
         self.tokenizer = None
         if isinstance(model, HybridLM):
             if drafter == "mtp" and model.mtp is None:
                 raise MTPUnavailableError("drafter='mtp': the model has no MTP head (load_model(..., mtp=True))")
+            _check_max_len(model.config, max_len)
             self.model = model.to(device=device, dtype=dtype).eval()
         else:
             mtp = {"mtp": True, "auto": "auto"}.get(drafter, False) if window > 1 and not custom else False

@@ -11,6 +11,32 @@ from .rope import YaRN, read_rope
 
 MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 _WRAPPERS = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+# config.json fields that must hold a positive int (zero allowed for the second group)
+_POSITIVE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+             "head_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+             "linear_value_head_dim", "linear_conv_kernel_dim", "intermediate_size", "moe_intermediate_size",
+             "shared_expert_intermediate_size", "decoder_sparse_step", "max_position_embeddings",
+             "full_attention_interval")  # fmt: skip
+_NON_NEGATIVE = ("num_experts", "num_experts_per_tok", "mtp_num_hidden_layers", "num_nextn_predict_layers")
+
+
+class ModelConfigError(ValueError):
+    """A config.json that replayssm cannot read: not JSON, not an object, a missing or ill-typed field, or an
+    unsupported model. The message names the file (when read from one) and the problem."""
+
+
+def _check_fields(d: dict) -> None:
+    for names, lo, want in ((_POSITIVE, 1, "a positive int"), (_NON_NEGATIVE, 0, "an int >= 0")):
+        for name in names:
+            val = d.get(name)
+            if val is None:
+                continue
+            if isinstance(val, bool) or not isinstance(val, int) or val < lo:
+                raise ModelConfigError(f"config.json field {name!r} must be {want}, got {val!r}")
+    h, hv = d.get("linear_num_key_heads"), d.get("linear_num_value_heads")
+    if h is not None and hv is not None and hv % h:
+        raise ModelConfigError(f"config.json linear_num_value_heads={hv} must be a multiple of "
+                               f"linear_num_key_heads={h}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -43,6 +69,7 @@ class ModelConfig:
     bos_token_id: int | None = None
     eos_token_id: int | None = None
     rope_scaling: YaRN | None = None  # None: the default RoPE
+    max_position_embeddings: int | None = None  # the longest sequence the model was made for; None: not given
     mtp_num_hidden_layers: int = 0  # layers of the multi-token-prediction head (tensors mtp.*); 0 = none
 
     @property
@@ -78,33 +105,53 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
+        """Raises ``ModelConfigError`` (a ``ValueError``) naming the field that is missing, ill-typed or
+        unsupported."""
+        if not isinstance(d, dict):
+            raise ModelConfigError(f"config.json must hold a JSON object, got a JSON {type(d).__name__}")
         mt = d.get("model_type")
         if mt in _WRAPPERS:  # multimodal wrapper: the text model is in text_config
-            d = dict(d.get("text_config", d))
+            d = d.get("text_config", d)
+            if not isinstance(d, dict):
+                raise ModelConfigError(f"config.json text_config must be a JSON object, got {type(d).__name__}")
+            d = dict(d)
             d.setdefault("model_type", _WRAPPERS[mt])
             mt = d["model_type"]
         if mt not in MODEL_TYPES:
-            raise ValueError(f"config model_type {mt!r} is not supported (expected one of {MODEL_TYPES})")
+            raise ModelConfigError(f"config model_type {mt!r} is not supported (expected one of {MODEL_TYPES})")
+        _check_fields(d)
         try:
             n = d["num_hidden_layers"]
             types = d.get("layer_types")
             if types is None:
                 interval = d.get("full_attention_interval", 4)
                 types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
-            if len(types) != n or any(t not in ("linear_attention", "full_attention") for t in types):
-                raise ValueError(f"layer_types must list {n} 'linear_attention'/'full_attention' entries, got {types}")
+            if (
+                not isinstance(types, list)
+                or len(types) != n
+                or any(t not in ("linear_attention", "full_attention") for t in types)
+            ):
+                raise ModelConfigError(
+                    f"layer_types must list {n} 'linear_attention'/'full_attention' entries, got {types}"
+                )
             theta, partial, yarn = read_rope(d)
             act = d.get("hidden_act", "silu")
             if act != "silu":
-                raise ValueError(f"config.json hidden_act {act!r} is not supported (Qwen3-Next / Qwen3.5 use 'silu')")
+                raise ModelConfigError(
+                    f"config.json hidden_act {act!r} is not supported (Qwen3-Next / Qwen3.5 use 'silu')"
+                )
             if d.get("attn_output_gate", True) is not True:
-                raise ValueError("config.json attn_output_gate=false is not supported (the attention output is gated)")
+                raise ModelConfigError(
+                    "config.json attn_output_gate=false is not supported (the attention output is gated)"
+                )
             if d.get("use_sliding_window"):
-                raise ValueError("config.json use_sliding_window=true is not supported (full attention only)")
+                raise ModelConfigError("config.json use_sliding_window=true is not supported (full attention only)")
             if d.get("dual_chunk_attention_config"):
-                raise ValueError("config.json dual_chunk_attention_config is not supported (plain full attention)")
+                raise ModelConfigError(
+                    "config.json dual_chunk_attention_config is not supported (plain full attention)"
+                )
             eos = d.get("eos_token_id")
-            return cls(
+            cfg = cls(
                 model_type=mt, vocab_size=d["vocab_size"], hidden_size=d["hidden_size"], layer_types=tuple(types),
                 rms_norm_eps=d.get("rms_norm_eps", 1e-6), num_heads=d["num_attention_heads"],
                 num_kv_heads=d["num_key_value_heads"], head_dim=d.get("head_dim", 256),
@@ -121,15 +168,32 @@ class ModelConfig:
                 tie_word_embeddings=d.get("tie_word_embeddings", False), bos_token_id=d.get("bos_token_id"),
                 eos_token_id=eos[0] if isinstance(eos, list) else eos,
                 mtp_num_hidden_layers=d.get("mtp_num_hidden_layers", d.get("num_nextn_predict_layers", 0)),
+                max_position_embeddings=d.get("max_position_embeddings"),
             )  # fmt: skip
+            _ = cfg.gdn_shape  # the head geometry the kernels run (HV a multiple of H, ...), checked now
+            return cfg
         except KeyError as e:
-            raise ValueError(f"config.json lacks the field {e.args[0]!r}") from e
+            raise ModelConfigError(f"config.json lacks the field {e.args[0]!r}") from e
+        except ModelConfigError:
+            raise
+        except (ValueError, TypeError) as e:  # a RoPE field, a head geometry the ops refuse, ...
+            raise ModelConfigError(str(e)) from e
 
     @classmethod
     def from_file(cls, path: str | Path) -> ModelConfig:
+        """A model folder or its config.json. ``FileNotFoundError`` when there is none; ``ModelConfigError``
+        (a ``ValueError``) naming the file when it is not a JSON object replayssm can run."""
         p = Path(path)
         if p.is_dir():
             p = p / "config.json"
         if not p.is_file():
             raise FileNotFoundError(f"no config.json at {p}")
-        return cls.from_dict(json.loads(p.read_text()))
+        try:
+            d = json.loads(p.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            hint = "" if p.name == "config.json" else " (a model is a folder holding config.json)"
+            raise ModelConfigError(f"{p} is not a JSON config: {e}{hint}") from None
+        try:
+            return cls.from_dict(d)
+        except ModelConfigError as e:
+            raise ModelConfigError(f"{p}: {str(e).removeprefix('config.json ')}") from e

@@ -21,7 +21,12 @@ class WeightError(ValueError):
 
 
 class MTPUnavailableError(ValueError):
-    """The MTP head was asked for, but the checkpoint has none that replayssm can run."""
+    """The MTP head was asked for, but the checkpoint has none that replayssm can run. ``reason``: what is
+    wrong, without the advice (the CLI words its own)."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = reason or message
 
 
 def _canonical(name: str) -> str | None:
@@ -56,6 +61,7 @@ def _stack_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def read_safetensors(folder: Path, progress=None) -> dict[str, torch.Tensor]:
     """Every tensor of the folder's ``*.safetensors`` files, by canonical name; ``progress(nbytes)`` after each file."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     files = sorted(folder.glob("*.safetensors"))
@@ -63,7 +69,11 @@ def read_safetensors(folder: Path, progress=None) -> dict[str, torch.Tensor]:
         raise FileNotFoundError(f"no *.safetensors in {folder}")
     tensors = {}
     for f in files:
-        for name, t in load_file(str(f)).items():
+        try:
+            read = load_file(str(f))
+        except SafetensorError as e:  # truncated, corrupt, or not a safetensors file at all
+            raise WeightError(f"{f} is not a readable safetensors file: {e}") from None
+        for name, t in read.items():
             c = _canonical(name)
             if c is not None:
                 tensors[c] = t
@@ -112,7 +122,8 @@ def _mtp_config(cfg: ModelConfig, tensors: dict[str, torch.Tensor], mtp, folder:
             del tensors[n]
         return replace(cfg, mtp_num_hidden_layers=0)
     if problem:
-        raise MTPUnavailableError(f"{folder} has no usable MTP head: {problem}; use drafter='ngram' (or 'auto')")
+        reason = f"{folder} has no usable MTP head: {problem}"
+        raise MTPUnavailableError(f"{reason}; use drafter='ngram' (or 'auto')", reason=reason)
     return replace(cfg, mtp_num_hidden_layers=1)
 
 

@@ -7,6 +7,7 @@ from ..ops.shape import GDNShape
 from .config import ModelConfig
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+CURSOR_BYTES = 5 * 4  # a replay slot's ring cursors: write_pos, base, flush, pending, epoch (int32 each)
 
 
 def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L: int = 16, act_bytes: int = 2,
@@ -17,6 +18,11 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
     activation dtype). Scratch that scales with running requests (snapshots, conv scratch) is
     counted per request, since every running request needs it at the same time. The ring is as long as
     a pool makes it: ``ring_length_for(T, at_least=L)``.
+
+    ``scratch_per_request``: what each backend keeps beyond the checkpoint and conv state -- the recurrent
+    backend's per-token state snapshots of a verify window (none at T=1: plain decoding updates the state in
+    place), ReplaySSM's ring of per-token inputs and its cursors (the replay backend decodes through its ring
+    at T=1 too). ``scratch_total``: that times the requests that fit.
     """
     if not isinstance(cfg, ModelConfig):
         raise TypeError(f"cfg must be a ModelConfig, got {type(cfg).__name__}")
@@ -33,54 +39,52 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
         "conv_state": (W - 1) * C * act_bytes,
         "conv_scratch": (W - 1 + T) * C * act_bytes,
         "ring": L * (H * K * 4 + HV * V * act_bytes + HV * 4 + HV * 4 + HV * V * u_bytes) + HV * max(1, V // 8) * 4,
-        "snapshots": T * shape.state_bytes,
+        "snapshots": T * shape.state_bytes if T > 1 else 0,  # T=1: plain decoding, in place
     }
     n = len(cfg.gdn_layers)
     kv = len(cfg.attention_layers) * 2 * max(1, cfg.num_kv_heads // tp) * cfg.head_dim * act_bytes * context
     common = n * (layer["state"] + layer["conv_state"] + layer["conv_scratch"]) + kv
-    per_request = {"recurrent": common + n * layer["snapshots"], "replay": common + n * layer["ring"] + 5 * 4}
-    scratch = {"recurrent": n * layer["snapshots"], "replay": 0}
+    scratch = {"recurrent": n * layer["snapshots"], "replay": n * layer["ring"] + CURSOR_BYTES}
+    per_request = {b: common + scratch[b] for b in scratch}
     out = {"model": name, "tp": tp, "T": T, "L": L, "gdn_layers": n, "H": H, "HV": HV, "K": K, "V": V,
            "conv_channels": C, "per_layer": layer, "kv_cache": kv, "per_request": per_request,
-           "speculative_scratch_per_request": scratch}  # fmt: skip
+           "scratch_per_request": scratch}  # fmt: skip
     if budget_bytes is not None:
         fit = {b: budget_bytes // per_request[b] for b in per_request}
         out["budget"] = budget_bytes
         out["requests_fit"] = fit
-        out["speculative_scratch_total"] = {b: fit[b] * scratch[b] for b in fit}
-        out["ring_total"] = fit["replay"] * (n * layer["ring"] + 20)
+        out["scratch_total"] = {b: fit[b] * scratch[b] for b in fit}
     return out
 
 
 def format_plan(p: dict) -> str:
     lay, n = p["per_layer"], p["gdn_layers"]
     rows = [
-        ("state (HV*V*K*4)", lay["state"], lay["state"]),
-        ("conv state ((W-1)*C*act)", lay["conv_state"], lay["conv_state"]),
-        ("conv scratch ((W-1+T)*C*act)", lay["conv_scratch"], lay["conv_scratch"]),
-        ("snapshots (T*HV*V*K*4)", lay["snapshots"], 0),
-        ("ring (L*(4*H*K + HV*V*a + 8*HV + HV*V*u) + HV*V/2)", 0, lay["ring"]),
+        ("bytes per request, per GDN layer", "recurrent", "replay"),
+        ("  state (HV*V*K*4)", lay["state"], lay["state"]),
+        ("  conv state ((W-1)*C*act)", lay["conv_state"], lay["conv_state"]),
+        ("  conv scratch ((W-1+T)*C*act)", lay["conv_scratch"], lay["conv_scratch"]),
+        ("  snapshots (T*HV*V*K*4; none at T=1)", lay["snapshots"], 0),
+        ("  ring (L*(4*H*K + HV*V*a + 8*HV + HV*V*u) + HV*V/2)", 0, lay["ring"]),
     ]
-    w = 46
-    heads = f"H={p['H']} HV={p['HV']} K={p['K']} V={p['V']}, conv channels C={p['conv_channels']}"
-    lines = [
-        f"model {p['model']}  TP {p['tp']}  T={p['T']}  L={p['L']}",
-        f"GDN per GPU: {n} layers, {heads}",
-        f"{'bytes per request, per GDN layer':<{w}}{'recurrent':>16}{'replay':>16}",
-    ]
-    lines += [f"  {name:<{w - 2}}{a:>16,}{b:>16,}" for name, a, b in rows]
     rec, rep = (p["per_request"][b] - p["kv_cache"] for b in ("recurrent", "replay"))
-    lines.append(f"{'per request, x ' + str(n) + ' layers (+20 B cursors, replay)':<{w}}{rec:>16,}{rep:>16,}")
+    scratch = p["scratch_per_request"]
+    rows.append((f"per request, x {n} layers (+{CURSOR_BYTES} B ring cursors)", rec, rep))
+    rows.append(("  of it snapshots (recurrent) / ring (replay)", scratch["recurrent"], scratch["replay"]))
     if p["kv_cache"]:
-        lines.append(f"{'  + full-attention KV cache':<{w}}{p['kv_cache']:>16,}{p['kv_cache']:>16,}")
-    lines.append(
-        f"{'speculative scratch per request':<{w}}{p['speculative_scratch_per_request']['recurrent']:>16,}{0:>16,}"
-    )
+        rows.append(("+ full-attention KV cache per request", p["kv_cache"], p["kv_cache"]))
     if "budget" in p:
-        f = p["requests_fit"]
-        lines.append(f"budget {p['budget']:,} B ({p['budget'] / 2**30:.2f} GiB)")
-        lines.append(f"{'requests that fit':<{w}}{f['recurrent']:>16,}{f['replay']:>16,}")
-        scratch = p["speculative_scratch_total"]["recurrent"]
-        label = "speculative scratch at that concurrency"
-        lines.append(f"{label:<{w}}{scratch:>16,}{p['ring_total']:>16,}  (replay: ring buffers)")
+        f, total = p["requests_fit"], p["scratch_total"]
+        rows.append((f"requests that fit in {p['budget']:,} B ({p['budget'] / 2**30:.2f} GiB)", f["recurrent"],
+                     f["replay"]))  # fmt: skip
+        rows.append(("  their snapshots (recurrent) / rings (replay)", total["recurrent"], total["replay"]))
+    cell = lambda v: v if isinstance(v, str) else f"{v:,}"
+    w = max(len(r[0]) for r in rows) + 2
+    c = max(16, *(len(cell(v)) + 2 for r in rows for v in r[1:]))
+    heads = f"H={p['H']} HV={p['HV']} K={p['K']} V={p['V']}, conv channels C={p['conv_channels']}"
+    lines = [f"model {p['model']}  TP {p['tp']}  T={p['T']}  L={p['L']}", f"GDN per GPU: {n} layers, {heads}"]
+    lines += [f"{name:<{w}}{cell(a):>{c}}{cell(b):>{c}}" for name, a, b in rows]
+    if p["T"] == 1:
+        lines += ["T=1 is plain decoding: the recurrent backend updates its state in place (no snapshots);",
+                  "the replay backend decodes through its ring"]  # fmt: skip
     return "\n".join(lines)

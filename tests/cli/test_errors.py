@@ -23,7 +23,7 @@ CASES = [
     (M122 + ["--window", "9"], "--ring", "at least 2 x --window = 18"),
     (M122 + ["--window", "9", "--ring", "16"], "--ring 32", "--window of at most 8"),
     (M122 + ["--ring", "24"], "--ring", "power of two"),
-    (M122 + ["--context", "-100"], "--context", ">= 0"),
+    (M122 + ["--context", "-100"], "--context", "from 0 to 16777216"),
     (M122 + ["--tp", "0"], "--tp", "from 1 to 1024"),
     (M122 + ["--tp", "3"], "--tp 3", "one of 1, 2, 4, 8, 16"),
     (M122 + ["--tp", "two"], "--tp", "got 'two'"),

@@ -1,0 +1,123 @@
+"""LLM's argument errors name the argument; a host drafter's output is checked and its errors name the drafter;
+a model folder that cannot be read raises one clear error naming the file."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from replayssm.engine.llm import LLM
+from replayssm.models.config import ModelConfig, ModelConfigError
+from replayssm.models.loader import WeightError, read_safetensors
+from replayssm.tiny import TINY_MODEL
+
+PROMPTS = ["def fib(n):\n    if n < 2:\n        return n\n", "import os\n"]
+
+
+@pytest.mark.parametrize("drafter", ["mtp", "ngram"])
+def test_a_named_drafter_with_window_1_is_refused(drafter):
+    with pytest.raises(ValueError, match=f"drafter='{drafter}' needs window >= 2.*got window=1"):
+        LLM(TINY_MODEL, drafter=drafter, window=1)
+
+
+def test_window_is_bounded_as_the_cli_bounds_it():
+    with pytest.raises(ValueError, match="window=200: must be from 1 to 64"):
+        LLM(TINY_MODEL, window=200)
+
+
+def test_max_len_is_bounded_by_max_position_embeddings():
+    with pytest.raises(ValueError, match="max_len=100000000000: .*max_position_embeddings=4096"):
+        LLM(TINY_MODEL, max_len=10**11)
+
+
+def test_a_file_that_is_not_a_config_is_a_clear_error(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# a model\n")
+    with pytest.raises(ModelConfigError, match=r"README.md is not a JSON config.*a model is a folder"):
+        LLM(readme)
+
+
+def _folder(tmp_path, config):
+    folder = tmp_path / "m"
+    shutil.copytree(TINY_MODEL, folder)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_config_errors_name_the_file_and_the_field(tmp_path):
+    cfg = json.loads((TINY_MODEL / "config.json").read_text())
+    with pytest.raises(ModelConfigError, match=r"m/config.json: must hold a JSON object, got a JSON list"):
+        LLM(_folder(tmp_path, [cfg]))
+    shutil.rmtree(tmp_path / "m")
+    with pytest.raises(ModelConfigError, match=r"'linear_num_value_heads' must be a positive int, got -4"):
+        ModelConfig.from_file(_folder(tmp_path, {**cfg, "linear_num_value_heads": -4}))
+    for field, val in (("vocab_size", "259"), ("num_hidden_layers", 0), ("num_experts", -1), ("head_dim", True)):
+        with pytest.raises(ModelConfigError, match=f"'{field}' must be"):
+            ModelConfig.from_dict({**cfg, field: val})
+    with pytest.raises(ModelConfigError, match="layer_types must list 8"):
+        ModelConfig.from_dict({**cfg, "layer_types": "linear_attention"})
+
+
+def test_a_corrupt_safetensors_file_is_a_weight_error(tmp_path):
+    folder = tmp_path / "corrupt"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"\x00" * 100)
+    with pytest.raises(WeightError, match="model.safetensors is not a readable safetensors file"):
+        read_safetensors(folder)
+
+
+class Fixed:
+    """Proposes whatever ``make(context, k)`` returns."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def propose(self, context, k):
+        return self.make(context, k)
+
+
+@pytest.fixture(scope="module")
+def plain():
+    llm = LLM(TINY_MODEL, drafter="none", window=1, max_slots=2, max_len=256)
+    return [o.token_ids for o in llm.generate(PROMPTS, 16)]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda c, k: torch.tensor(c[-k:]),  # a 1-d tensor
+        lambda c, k: np.array(c[-k:], dtype=np.int64),  # a 1-d NumPy array
+        lambda c, k: tuple(c[-k:]),
+        lambda c, k: list(c[-2 * k :]),  # longer than k: the first k are used, the rest dropped
+        lambda c, k: torch.tensor(c[-2 * k :], dtype=torch.int32),
+    ],
+    ids=["tensor", "numpy", "tuple", "too-long-list", "too-long-tensor"],
+)
+def test_proposals_of_any_1d_integer_kind_run_and_output_equals_plain_decode(make, plain):
+    llm = LLM(TINY_MODEL, drafter=Fixed(make), window=4, max_slots=2, max_len=256)
+    assert [o.token_ids for o in llm.generate(PROMPTS, 16)] == plain
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda c, k: None, TypeError, r"Fixed.propose\(\) must return a list of ints .*got NoneType"),
+        (lambda c, k: 5, TypeError, r"Fixed.propose\(\) must return a list of ints .*got int"),
+        (lambda c, k: torch.zeros(1, k, dtype=torch.long), TypeError, r"must return a list of ints .*2-d Tensor"),
+        (lambda c, k: torch.zeros(k), TypeError, r"Fixed.propose\(\) draft token ids must be integers"),
+        (lambda c, k: [1.5] * k, TypeError, r"Fixed.propose\(\) draft token ids must be ints"),
+        (lambda c, k: torch.full((k,), 10**6), ValueError, r"Fixed.propose\(\) draft token ids .* outside"),
+    ],
+    ids=["None", "int", "2-d", "float-tensor", "floats", "out-of-vocab"],
+)
+def test_a_bad_proposal_names_the_drafter_and_the_llm_stays_usable(make, error, message):
+    llm = LLM(TINY_MODEL, drafter=Fixed(make), window=4, max_slots=2, max_len=256)
+    with pytest.raises(error, match=message):
+        llm.generate(PROMPTS, 4)
+    assert llm.runner.num_free == 2
+
+
+def test_auto_with_window_1_is_plain_decode():
+    assert LLM(TINY_MODEL, drafter="auto", window=1, max_len=64).drafter == "none"
