@@ -7,6 +7,7 @@ import pytest
 
 from replayssm.cli import main
 from replayssm.tiny import TINY_MODEL
+from tests.helpers.cli import assert_one_line_error
 
 TINY = str(TINY_MODEL)
 M122 = ["memory", "--model", "qwen3.5-122b-a10b"]
@@ -106,13 +107,7 @@ CASES = [
 @pytest.mark.parametrize("argv, flag, phrase", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_user_error_is_one_line_exit_2(argv, flag, phrase, capsys):
     assert main(argv) == 2
-    cap = capsys.readouterr()
-    lines = [ln for ln in cap.err.strip().splitlines() if ln.strip()]
-    progress_bars = [ln for ln in lines[:-1] if ln.startswith("loading ")]  # generate's model load
-    assert len(lines) == 1 + len(progress_bars), cap.err
-    line = lines[-1]
-    assert "error: " in line and flag in line and phrase in line, line
-    assert "Traceback" not in cap.err + cap.out
+    assert_one_line_error(capsys.readouterr(), flag, phrase)
 
 
 def test_no_command_prints_the_help(capsys):
