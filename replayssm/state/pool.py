@@ -46,7 +46,7 @@ class GDNStatePool:
         self.conv_scratch = torch.zeros(NL, B, cfg.conv_kernel - 1 + T, cfg.channels, dtype=cfg.dtype, device=dev)
         self.snapshots = None
         self.rings: list[Ring] = []
-        if cfg.backend == "recurrent":
+        if cfg.backend == "recurrent" and T > 1:  # window 1 only decodes, in place: no snapshots to keep
             self.snapshots = torch.empty(NL, B, T, cfg.HV, cfg.V, cfg.K, dtype=torch.float32, device=dev)
         else:
             self.cursors = RingCursors.allocate(S, L=cfg.ring_len, window=T, device=dev)
@@ -169,6 +169,8 @@ class GDNStatePool:
         ids = self._ids(slots)
         self._cu(cu_seqlens, slots.shape[0])
         cfg = self.cfg
+        if kind == "verify" and cfg.backend == "recurrent" and self.snapshots is None:
+            raise ValueError("this recurrent pool has window=1 and keeps no snapshots: it can only decode()")
         if cfg.validate:
             self.tracker.check_call("ssm", layer, ids, cu_seqlens, kind)
         kw = dict(A_log=A_log, dt_bias=dt_bias, slots=slots, cu_seqlens=cu_seqlens, scale=scale, impl=cfg.impl)
