@@ -3,20 +3,12 @@
 import torch
 
 from replayssm.models.loader import load_model
-from replayssm.models.step import Step, StepKind
-from replayssm.state import GDNStatePool, PoolConfig
-from replayssm.state.kv import KVCache
 from tests.helpers.hf_tiny import build
+from tests.helpers.model_state import prefill_logits
 
 
 def _logits(model, ids):
-    c = model.config
-    pool = GDNStatePool(PoolConfig(num_slots=1, num_layers=len(c.gdn_layers), H=c.H, HV=c.HV, K=c.K, V=c.V,
-                                   dtype=torch.float32))  # fmt: skip
-    kv = KVCache(len(c.attention_layers), 1, 64, c.num_kv_heads, c.head_dim, dtype=torch.float32, device="cpu")
-    slot = pool.alloc(1)
-    with torch.no_grad():
-        return model(ids, Step.build(StepKind.PREFILL, slot, ids.shape[0], kv), pool, kv)
+    return prefill_logits(model, ids, max_len=64)
 
 
 def test_fusion_keeps_weights_and_outputs(tmp_path):

@@ -6,9 +6,8 @@ import torch
 from replayssm.engine.llm import LLM
 from replayssm.models.loader import load_model
 from replayssm.models.step import Step, StepKind
-from replayssm.state import GDNStatePool, PoolConfig
-from replayssm.state.kv import KVCache
 from tests.helpers.hf_tiny import build
+from tests.helpers.model_state import fresh_state
 
 KINDS = ["qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"]
 # fp32 on both sides; the two implementations differ only in summation order (chunked vs recurrent
@@ -23,18 +22,10 @@ def tiny(request, tmp_path_factory):
     return request.param, path, hf
 
 
-def _fresh(model, slots=2):
-    c = model.config
-    pool = GDNStatePool(PoolConfig(num_slots=slots, num_layers=len(c.gdn_layers), H=c.H, HV=c.HV, K=c.K, V=c.V,
-                                   dtype=torch.float32))  # fmt: skip
-    kv = KVCache(len(c.attention_layers), slots, 256, c.num_kv_heads, c.head_dim, dtype=torch.float32, device="cpu")
-    return pool, kv
-
-
 def test_prefill_and_decode_logits(tiny):
     kind, path, hf = tiny
     model = load_model(path)
-    pool, kv = _fresh(model)
+    pool, kv = fresh_state(model, slots=2)
     ids = torch.randint(3, 256, (23,), generator=torch.Generator().manual_seed(0))
     slot = pool.alloc(1)
     with torch.no_grad():

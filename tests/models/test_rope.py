@@ -8,10 +8,8 @@ import torch
 from replayssm.models.config import ModelConfig
 from replayssm.models.loader import load_model
 from replayssm.models.rope import RotaryEmbedding
-from replayssm.models.step import Step, StepKind
-from replayssm.state import GDNStatePool, PoolConfig
-from replayssm.state.kv import KVCache
 from tests.helpers.hf_tiny import ROPE, build
+from tests.helpers.model_state import prefill_logits
 
 # Small enough an original context that YaRN's ramp covers the 4 rotary frequencies of the tiny model
 # (head_dim 32 x 0.25): frequency 0 extrapolates, 1 is mixed, 2 and 3 interpolate; cos/sin x 1.139.
@@ -20,13 +18,7 @@ LOGIT_BOUND = 1e-4  # fp32 on both sides, as in test_hf_parity
 
 
 def _logits(model, ids):
-    c = model.config
-    pool = GDNStatePool(PoolConfig(num_slots=1, num_layers=len(c.gdn_layers), H=c.H, HV=c.HV, K=c.K, V=c.V,
-                                   dtype=torch.float32))  # fmt: skip
-    kv = KVCache(len(c.attention_layers), 1, 256, c.num_kv_heads, c.head_dim, dtype=torch.float32, device="cpu")
-    slot = pool.alloc(1)
-    with torch.no_grad():
-        return model(ids, Step.build(StepKind.PREFILL, slot, ids.shape[0], kv), pool, kv)
+    return prefill_logits(model, ids)
 
 
 def _ids(n=48):
