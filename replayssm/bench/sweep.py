@@ -11,14 +11,15 @@ from .steps import make_case
 
 
 def parse_tile(spec: str):
-    """ "WARPSxROWS[xSTAGES]" -> ``launch.TileConfig`` (warps per program, state rows per thread, verify stages)."""
+    """ "WARPSxROWS[xSTAGES[xKCHUNK[xROWSPERPROGRAM]]]" -> ``launch.TileConfig`` (warps per program, state rows per
+    thread, and for the verify: checkpoint chunks in flight, columns per chunk, rows per program)."""
     from ..ops import launch
 
     parts = spec.split("x")
-    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
-        raise ValueError(f"tile {spec!r} is not WARPSxROWS[xSTAGES]")
-    w, r, *st = (int(p) for p in parts)
-    return launch.TileConfig(num_warps=w, rows_per_thread=r, **({"stages": st[0]} if st else {}))
+    if not 2 <= len(parts) <= 5 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"tile {spec!r} is not WARPSxROWS[xSTAGES[xKCHUNK[xROWSPERPROGRAM]]]")
+    names = ("num_warps", "rows_per_thread", "stages", "k_chunk", "rows_per_program")
+    return launch.TileConfig(**dict(zip(names, (int(p) for p in parts))))
 
 
 @contextmanager

@@ -39,7 +39,7 @@ def add_parsers(bench) -> None:
         "--sweep",
         nargs="*",
         default=None,
-        help="replayssm launch shapes to time first: WARPSxROWS[xSTAGES] (e.g. 2x2x2 4x1x3)",
+        help="replayssm launch shapes to time first: WARPSxROWS[xSTAGES[xKCHUNK[xROWSPERPROGRAM]]] (e.g. 4x1x2x16)",
     )
     k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
     k.add_argument("--out", default=RESULTS_DIR, help=f"folder for the JSON and PNG (default ./{RESULTS_DIR})")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._pinned import tile_layout, tile_rows
+from ._pinned import ROW_LANES, tile_layout, tile_rows
 
 
 @dataclass(frozen=True)
@@ -24,13 +24,16 @@ class TileConfig:
     num_warps: int = 4
     rows_per_thread: int = 1
     rows_per_program: int | None = None
-    stages: int = 3  # verify only: tiles of one head in flight through shared memory (cp.async pipeline)
+    stages: int = 3  # verify only: checkpoint chunks of one program in flight through shared memory (cp.async)
+    k_chunk: int = 32  # verify only: columns of the checkpoint per chunk
 
     def __post_init__(self):
         for name in ("num_warps", "rows_per_thread"):
             x = getattr(self, name)
             if not isinstance(x, int) or x < 1 or x & (x - 1):
                 raise ValueError(f"TileConfig.{name} must be a power of two >= 1, got {x!r}")
+        if not isinstance(self.k_chunk, int) or self.k_chunk < 8 or self.k_chunk & (self.k_chunk - 1):
+            raise ValueError(f"TileConfig.k_chunk must be a power of two >= 8, got {self.k_chunk!r}")
         if self.num_warps > 16:
             raise ValueError(f"TileConfig.num_warps must be <= 16, got {self.num_warps}")
 
@@ -38,12 +41,12 @@ class TileConfig:
 DEFAULTS = {
     "recurrent": TileConfig(num_warps=4, rows_per_thread=2),
     "fold": TileConfig(num_warps=4, rows_per_thread=2),
-    "verify": TileConfig(num_warps=2, rows_per_thread=2, stages=2),
+    "verify": TileConfig(num_warps=4, rows_per_thread=1, stages=2, k_chunk=16),
 }
 # The verify of a batch too small to fill the GPU (its heads split over programs: ``split_small``) runs one
 # 64-row tile per program with 4 warps: at T=4, L=16, B=8 on an H200 41.5 us vs 48.4 us a layer-step with the
 # default above, which stays the fastest from B=64 up (bench/results/2026-11-30-h200-final/sweep_T4*).
-SMALL_BATCH_VERIFY = TileConfig(num_warps=4, rows_per_thread=2, stages=2)
+SMALL_BATCH_VERIFY = TileConfig(num_warps=2, rows_per_thread=1, stages=2, k_chunk=32)
 _OVERRIDES: list[dict[str, TileConfig]] = []
 
 
@@ -69,7 +72,8 @@ class Launch:
     rows: int  # rows of one tile block (BV)
     rows_per_program: int  # BVP, a multiple of ``rows``
     programs_per_head: int  # V // BVP
-    stages: int  # tiles in flight (verify), at most V // rows
+    stages: int  # chunks in flight (verify)
+    k_chunk: int  # checkpoint columns per chunk (verify)
 
 
 def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_small: bool = False) -> Launch:
@@ -93,12 +97,16 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_s
         raise ValueError(f"V={V} must be a multiple of {rows} rows (a power of two >= 8)")
     bvp = cfg.rows_per_program or (V if split_small else rows)
     if split_small and not cfg.rows_per_program:
-        while bvp > rows and programs * (V // bvp) < 4 * _sm_count(device):
+        while bvp > max(rows, ROW_LANES * 4) and programs * (V // bvp) < 4 * _sm_count(device):
             bvp //= 2
     bvp = max(rows, min(V, bvp))
+    if split_small:  # the verify streams one row per thread: no more warps than a program has rows for
+        while warps > 1 and 32 * warps > bvp:
+            warps //= 2
+        rows = tile_rows(warps, rpt)
     if bvp % rows or V % bvp:
         raise ValueError(f"rows_per_program={bvp} must be a multiple of {rows} dividing V={V}")
-    return Launch(tile_layout(warps, rpt), warps, rows, bvp, V // bvp, max(1, min(cfg.stages, V // rows)))
+    return Launch(tile_layout(warps, rpt), warps, rows, bvp, V // bvp, cfg.stages, cfg.k_chunk)
 
 
 def _sm_count(device: torch.device) -> int:

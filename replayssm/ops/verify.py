@@ -34,7 +34,7 @@ from ._validate import (
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import Ring
 from .verify_kernel import _gdn_replay_verify_kernel
-from .verify_prep import _window_prep_kernel
+from .verify_prep import META_FIELDS, _window_prep_kernel
 
 
 def check_ring_matches(ring, S, H, HV, K, V, device, dtype) -> None:
@@ -127,31 +127,45 @@ def gdn_replay_verify_reference(
 
 def _prep_layouts(K: int, BT: int):
     """Layouts of the prep kernel (one warp per key head): a [1, K] row of the pinned tile, the [2BT, K] window
-    vectors, the [BT, BT, K] products of the Gram matrices."""
+    vectors, the [BT, BT, K] products of the Gram matrices, the [value heads, L] history gates, the META row."""
     row = tile_layout(1)
     xl = gl.BlockedLayout([1, 4], [1, 32], [1, 1], [1, 0])
     l3 = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, 1, 1], [2, 1, 0])
-    return row, xl, l3
+    g2 = gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0])
+    ml = gl.BlockedLayout([1], [32], [1], [0])
+    return row, xl, l3, g2, ml
 
 
-def _main_layouts(ln: launch.Launch, BT: int):
-    """Layouts of the main kernel: the [BV, BT] per-row windows (rows as in the state tile, the window in-thread),
-    the [BT, BT] matrices, the [L] history gates, and the copy layouts (16-byte vectors along the contiguous
-    dim) of the [rows, K] tiles, the [L, V, 1] / [L, 1, 2BT] history buffers and the [V, BT] window values."""
+K_STEP = 4  # K-elements of a row multiplied per step of the main kernel's chunk loop (one 16-byte shared load)
+
+
+def _main_layouts(ln: launch.Launch, BT: int, KC: int):
+    """Layouts of the main kernel: the [rows, BT, K_STEP] products (a row per thread, the window in-thread; their
+    [rows, BT] slice is the window math's layout), the [BT, BT] matrices, and the copy layouts (16-byte vectors
+    along the contiguous dim) of the [rows, KC] checkpoint chunks, the [2BT, K] window vectors, the [L, 2BT]
+    history dots and the [L, rows] / [BT, rows] 16-bit records and values."""
     W = ln.num_warps
-    epi = gl.BlockedLayout([ln.rows // (8 * W), BT], [8, 4], [W, 1], [1, 0])
+    l3 = gl.BlockedLayout([1, BT, K_STEP], [32, 1, 1], [W, 1, 1], [2, 1, 0])
     m2 = gl.BlockedLayout([1, 1], [4, 8], [W, 1], [1, 0])
-    hl = gl.BlockedLayout([1], [32], [W], [0])
+    kl = min(32, KC // 4)
+    cpt = gl.BlockedLayout([1, 4], [32 // kl, kl], [W, 1], [1, 0])
     cp2 = gl.BlockedLayout([1, 4], [1, 32], [W, 1], [1, 0])
     vec = min(4, 2 * BT)  # a copy vector never runs past a [2BT] row (at T=1 a row is 8 bytes)
     lanes = min(32, 2 * BT // vec)
-    cp3 = gl.BlockedLayout([1, vec], [32 // lanes, lanes], [W, 1], [1, 0])  # [L, 2BT] fp32 history dots
-    cpv = gl.BlockedLayout([1, 8], [2, 16], [W, 1], [1, 0])  # [rows, V] 16-bit records and values
-    return epi, m2, hl, cp2, cp3, cpv
+    cp3 = gl.BlockedLayout([1, vec], [32 // lanes, lanes], [W, 1], [1, 0])
+    lv = max(1, min(16, ln.rows_per_program // 8))
+    cpv = gl.BlockedLayout([1, 8], [32 // lv, lv], [W, 1], [1, 0])
+    return l3, m2, cpt, cp2, cp3, cpv
+
+
+def _chunk_smem(KC: int):
+    """[rows, KC] fp32 chunks, 16-byte vectors XOR-swizzled by row: a warp reading one vector of 8 consecutive
+    rows touches every bank once."""
+    per_phase = max(1, 128 // (4 * KC))
+    return gl.SwizzledSharedLayout(4, per_phase, max(1, min(8, KC // 4)), [1, 0])
 
 
 _SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-_SMEM_TILE = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # 16-byte chunks XOR-swizzled by row: conflict-free tile reads
 _ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the same unswizzled bytes, indexable row by row
 
 
@@ -200,18 +214,22 @@ def gdn_replay_verify(
     BT = triton.next_power_of_2(ring.window)
     c = ring.cursors
     L = ring.L
-    X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=q.device)
-    GR = torch.empty(B, H, 2, BT, BT, dtype=torch.float32, device=q.device)
-    C = torch.empty(B, H, L, 2 * BT, dtype=torch.float32, device=q.device)
+    dev = q.device
+    X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
+    META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
+    GA = torch.empty(B, HV, 2, BT, BT, dtype=torch.float32, device=dev)
+    GB = torch.empty(B, HV, 4, BT, dtype=torch.float32, device=dev)
+    CW = torch.empty(B, HV, L, 2 * BT, dtype=torch.float32, device=dev)
     _window_prep_kernel[(H, B)](
-        q, k, slots, cu_seqlens, ring.k, c.write_pos, c.base, c.flush, scale, X, GR, C,
-        H, K, L, BT, *_prep_layouts(K, BT), _SMEM, num_warps=1,
+        q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
+        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, triton.next_power_of_2(HV // H),
+        *_prep_layouts(K, BT), _SMEM, num_warps=1,
     )  # fmt: skip
-    ln = launch.resolve("verify", V, B * HV, q.device, split_small=True)
+    ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
+    KC = min(ln.k_chunk, K)
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
-        v, a, b, A_log, dt_bias, checkpoint, slots, cu_seqlens, o,
-        ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, c.write_pos, c.base, c.flush, c.pending, c.epoch,
-        X, GR, C, H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, ln.stages, ln.layout, *_main_layouts(ln, BT),
-        _SMEM, _SMEM_TILE, _ROWS1, num_warps=ln.num_warps,
+        v, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, META, X, GA, GB, CW,
+        H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, max(1, min(ln.stages, K // KC)), ln.layout,
+        *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, num_warps=ln.num_warps,
     )  # fmt: skip
     return o

@@ -1,16 +1,19 @@
-"""First launch of ``gdn_replay_verify``: what a window needs that depends on the key head only.
+"""First launch of ``gdn_replay_verify``: everything of a window that does not need the checkpoint.
 
-One program per (request, key head), shared by the ``HV / H`` value heads and all row blocks of the
-main kernel, which would otherwise each recompute it:
+One program per (request, key head), one warp. What it stages lets the main kernel (``verify_kernel``)
+start streaming its checkpoint after a single round trip to memory, with no dependent loads after it:
 
-- the window's keys and queries normalised with the pinned ``_l2norm`` (bitwise the keys the
-  baseline normalises), the keys appended to the ring, both staged in ``X [B, H, 2BT, K]``
-  (``k^_0..k^_{BT-1}``, then ``q^_s * scale``; rows past the window are zero);
-- their Gram matrices ``GR [B, H, 2, BT, BT]``: ``k^_s . k^_r`` and ``q^_s . k^_r``;
-- for a row that does not fold this step, the history dots ``C [B, H, L, 2BT]``:
-  ``k^_j . x`` of every committed record j against every window vector x.
-
-Nothing here depends on the value head's gates; the main kernel applies them.
+- ``META [B, 8]`` int32 (key head 0): slot, bos, T, write_pos, base, flush, epoch of the row;
+- ``X [B, H, 2BT, K]``: the window's keys and queries normalised with the pinned ``_l2norm`` (bitwise the
+  keys the baseline normalises; the keys are also appended to the ring), ``k^_0..k^_{BT-1}`` then
+  ``q^_s * scale``; rows past the window are zero;
+- per value head of the key head's group, ``GA [B, HV, 2, BT, BT]``: ``A[s, r] = beta_s e^(G_s - G_r)
+  k^_s.k^_r`` (s > r) and ``P^T[r, s] = e^(G_s - G_r) q^_s.k^_r`` (r <= s); ``GB [B, HV, 4, BT]``:
+  ``e^G_s``, ``beta_s``, ``e^Gt`` (the history's total decay, repeated), unused; the window's ``g`` and
+  ``beta`` appended to the ring;
+- ``CW [B, HV, L, 2BT]`` for a row that does not fold this step: the history dots weighted by the decay
+  since each record, ``e^(Gt - P_j) k^_j.x`` for every committed record j and window vector x;
+- ``pending[slot] = T``.
 """
 
 from __future__ import annotations
@@ -18,27 +21,55 @@ from __future__ import annotations
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
 from ._gluon import gl, jit
-from ._pinned import _l2norm
+from ._pinned import _gating, _l2norm
+
+META_FIELDS = 8  # slot, bos, T, write_pos, base, flush, epoch, (unused)
+META_ROW = tl.constexpr(META_FIELDS)  # the same, readable inside kernels
+
+
+@jit
+def _window_gates(a, b, tok, live, i_hv, HV: tl.constexpr, A, dtb):
+    """(g, beta) of the window tokens ``tok`` (fp32, 0 where not ``live``)."""
+    a_w = gl.load(a + tok * HV + i_hv).to(gl.float32)
+    b_w = gl.load(b + tok * HV + i_hv).to(gl.float32)
+    g, beta = _gating(a_w, b_w, A, dtb)
+    return gl.where(live, g, 0.0), gl.where(live, beta, 0.0)
 
 
 @jit
 def _window_prep_kernel(
-    q, k, slots, cu_seqlens, ring_k, write_pos, base, flush, scale, X, GR, C,
-    H: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, ROW: tl.constexpr, XL: tl.constexpr,
-    L3: tl.constexpr, SMEM: tl.constexpr,
+    q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring_k, ring_g, ring_beta, write_pos, base, flush, epoch,
+    pending, scale, X, META, GA, GB, CW,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, GP: tl.constexpr,
+    ROW: tl.constexpr, XL: tl.constexpr, L3: tl.constexpr, G2: tl.constexpr, ML: tl.constexpr, SMEM: tl.constexpr,
 ):  # fmt: skip
     i_h = gl.program_id(0)
     i_b = gl.program_id(1)
+    GROUP: tl.constexpr = HV // H
     slot = gl.load(slots + i_b)
+    bos = gl.load(cu_seqlens + i_b)
+    T = gl.load(cu_seqlens + i_b + 1) - bos
     xs = gl.allocate_shared_memory(gl.float32, [2 * BT, K], SMEM)
-    if slot >= 0:
-        bos = gl.load(cu_seqlens + i_b)
-        T = gl.load(cu_seqlens + i_b + 1) - bos
+    mi = gl.arange(0, META_ROW, layout=ML)
+    if slot < 0:
+        if i_h == 0:
+            row = gl.where(mi == 0, slot, gl.where(mi == 1, bos, gl.where(mi == 2, T, 0)))
+            gl.store(META + i_b * META_ROW + mi, row)
+    else:
         wp = gl.load(write_pos + slot)
         bs = gl.load(base + slot)
-        n_hist = gl.where(gl.load(flush + slot) != 0, 0, wp)  # a folding row has no history left
-        rk = ring_k + (slot.to(gl.int64) * H + i_h) * L * K
-        head = i_b.to(gl.int64) * H + i_h
+        fl = gl.load(flush + slot)
+        n_hist = gl.where(fl != 0, 0, wp)  # a folding row has no history left
+        s64 = slot.to(gl.int64)
+        b64 = i_b.to(gl.int64)
+        if i_h == 0:
+            ep = gl.load(epoch + slot)
+            row = gl.where(mi == 0, slot, gl.where(mi == 1, bos, gl.where(mi == 2, T, 0)))
+            row = gl.where(mi == 3, wp, gl.where(mi == 4, bs, gl.where(mi == 5, fl, gl.where(mi == 6, ep, row))))
+            gl.store(META + i_b * META_ROW + mi, row)
+            gl.store(pending + slot, T)
+        rk = ring_k + (s64 * H + i_h) * L * K
+        head = b64 * H + i_h
         xb = X + head * (2 * BT * K)
         cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, ROW)), 0)  # [1, K]
         for s in gl.static_range(BT):
@@ -54,7 +85,7 @@ def _window_prep_kernel(
                 gl.store(rk + ((bs + wp + s) & (L - 1)) * K + cols, khat)
         gl.thread_barrier()
 
-        # Gram matrices of the window (dim 0 = s, dim 1 = r).
+        # Gram matrices of the window (dim 0 = s, dim 1 = r), then each value head's gates and matrices.
         M2: gl.constexpr = gl.SliceLayout(2, L3)
         i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
         i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
@@ -63,15 +94,56 @@ def _window_prep_kernel(
         xq0 = xs.slice(BT, BT, dim=0).load(gl.SliceLayout(1, L3))
         kk = gl.sum(gl.expand_dims(xk0, 1) * gl.expand_dims(xk1, 0), axis=2)
         qk = gl.sum(gl.expand_dims(xq0, 1) * gl.expand_dims(xk1, 0), axis=2)
-        p_gr = GR + head * (2 * BT * BT) + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0)
-        gl.store(p_gr, kk)
-        gl.store(p_gr + BT * BT, qk)
+        low = gl.expand_dims(i1, 0) <= gl.expand_dims(i0, 1)  # r <= s
+        up = gl.expand_dims(i0, 1) <= gl.expand_dims(i1, 0)
+        strict = gl.expand_dims(i1, 0) < gl.expand_dims(i0, 1)
+        tok0 = bos.to(gl.int64) + gl.minimum(i0, T - 1)
+        tok1 = bos.to(gl.int64) + gl.minimum(i1, T - 1)
+        for gv in gl.static_range(GROUP):
+            i_hv = i_h * GROUP + gv
+            A = gl.load(A_log + i_hv).to(gl.float32)
+            dtb = gl.load(dt_bias + i_hv).to(gl.float32)
+            g0, be0 = _window_gates(a, b, tok0, i0 < T, i_hv, HV, A, dtb)
+            g1, be1 = _window_gates(a, b, tok1, i1 < T, i_hv, HV, A, dtb)
+            G0 = gl.sum(gl.where(low, gl.expand_dims(g1, 0), 0.0), axis=1)  # cumulative gate at s (dim 0)
+            G1 = gl.sum(gl.where(up, gl.expand_dims(g0, 1), 0.0), axis=0)  # cumulative gate at r (dim 1)
+            decay = gl.exp(gl.where(low, gl.expand_dims(G0, 1) - gl.expand_dims(G1, 0), 0.0))
+            ga = GA + (b64 * HV + i_hv) * (2 * BT * BT)
+            A_sr = gl.where(strict, gl.expand_dims(be0, 1) * decay * kk, 0.0)
+            gl.store(ga + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0), A_sr)
+            gl.store(ga + BT * BT + gl.expand_dims(i1, 0) * BT + gl.expand_dims(i0, 1), gl.where(low, decay * qk, 0.0))
+            gb = GB + (b64 * HV + i_hv) * (4 * BT)
+            gl.store(gb + i1, gl.exp(G1))
+            gl.store(gb + BT + i1, be1)
+            p_w = (bs + wp + i1) & (L - 1)
+            gl.store(ring_g + (s64 * HV + i_hv) * L + p_w, g1, mask=i1 < T)
+            gl.store(ring_beta + (s64 * HV + i_hv) * L + p_w, be1, mask=i1 < T)
 
-        # History dots against every window vector.
+        # The history: total decay e^Gt per value head, and the weighted dots of every record.
+        gv_i = gl.arange(0, GP, layout=gl.SliceLayout(1, G2))
+        hv_i = i_h * GROUP + gv_i
+        live_h = gv_i < GROUP
+        jl = gl.arange(0, L, layout=gl.SliceLayout(0, G2))
+        rg = ring_g + (s64 * HV + hv_i) * L  # [GP]
+        g_hist = gl.load(
+            gl.expand_dims(rg, 1) + gl.expand_dims((bs + jl) & (L - 1), 0),
+            mask=gl.expand_dims(live_h, 1) & gl.expand_dims(jl < n_hist, 0),
+            other=0.0,
+        )
+        Gt = gl.sum(g_hist, axis=1)  # [GP]
+        t2 = gl.arange(0, BT, layout=gl.SliceLayout(0, G2))
+        gb_rows = GB + (b64 * HV + hv_i) * (4 * BT) + 2 * BT
+        eh = gl.expand_dims(gl.exp(Gt), 1) + gl.zeros([GP, BT], gl.float32, layout=G2)
+        gl.store(gl.expand_dims(gb_rows, 1) + gl.expand_dims(t2, 0), eh, mask=gl.expand_dims(live_h, 1))
         xw = xs.load(XL)  # [2BT, K]
         xcols = gl.arange(0, K, layout=gl.SliceLayout(0, XL))
-        xrows = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, XL))
-        cb = C + head * (L * 2 * BT)
+        x2 = gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, G2))
+        cw = CW + gl.expand_dims((b64 * HV + hv_i) * (L * 2 * BT), 1) + gl.expand_dims(x2, 0)  # [GP, 2BT]
+        P = Gt * 0.0
         for j in range(0, n_hist):
-            kj = gl.load(rk + ((bs + j) & (L - 1)) * K + xcols)
-            gl.store(cb + j * (2 * BT) + xrows, gl.sum(xw * gl.expand_dims(kj, 0), axis=1))
+            pj = (bs + j) & (L - 1)
+            kj = gl.load(rk + pj * K + xcols)
+            c = gl.convert_layout(gl.sum(xw * gl.expand_dims(kj, 0), axis=1), gl.SliceLayout(0, G2))
+            P = P + gl.load(rg + pj, mask=live_h, other=0.0)
+            w = gl.exp(Gt - P)
+            gl.store(cw + j * (2 * BT), gl.expand_dims(w, 1) * gl.expand_dims(c, 0), mask=gl.expand_dims(live_h, 1))

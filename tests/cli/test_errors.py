@@ -92,7 +92,7 @@ CASES = [
     (["bench", "kernels", "--H", "0"], "--H", "from 1 to 4096"),
     (["bench", "kernels", "--device", "cpu", "--dtype", "bf16"], "--dtype bf16", "fp16 or fp32"),
     (["bench", "kernels", "--device", "cpu", "--peers", "0.4"], "--peers", "known: 0.5.16, 0.5.23"),
-    (["bench", "kernels", "--device", "cpu", "--sweep", "2x2", "4-1"], "--sweep 4-1", "WARPSxROWS[xSTAGES]"),
+    (["bench", "kernels", "--device", "cpu", "--sweep", "2x2", "4-1"], "--sweep 4-1", "WARPSxROWS[xSTAGES"),
     (["bench", "kernels", "--device", "cpu", "--tile", "best"], "--tile best", "needs --sweep"),
     (KCPU + ["--H", "3", "--HV", "4"], "--HV 4", "multiple of --H 3"),
     (KCPU + ["--windows", "16", "--rings", "16"], "--windows 16 --rings 16", "add --rings 32"),
