@@ -46,6 +46,10 @@ def _gdn_exact_fold_kernel(
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
         marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
+        # A launch folds every row it owns, so one marker tells for all of this program's rows; every thread
+        # reads it before any thread writes one (a fast warp must not mark rows a slow warp has yet to check).
+        todo = gl.load(marks + (i_v * BVP) // MARK) != ep
+        gl.thread_barrier()
         h_next = gl.load(head + gl.expand_dims(rows0, 1) * K + cols)
         for sb in gl.static_range(BVP // BV):
             rows = rows0 + sb * BV
@@ -54,7 +58,7 @@ def _gdn_exact_fold_kernel(
             if sb + 1 < BVP // BV:
                 h_next = gl.load(head + tile + BV * K)
             mark = marks + (i_v * BVP + sb * BV) // MARK
-            if gl.load(mark) != ep:  # not folded yet in this epoch
+            if todo:  # not folded yet in this epoch
                 h = _fold_records(h, rk, rv, rg, rb, wp, bs, rows, cols, K, V, L)
                 if not TO_OUT:
                     gl.store(head + tile, h)

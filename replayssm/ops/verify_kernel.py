@@ -34,17 +34,23 @@ from .verify_prep import META_ROW
 def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, BVP: tl.constexpr, BV: tl.constexpr,
                K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr):  # fmt: skip
     """Fold the ``n`` history records into rows ``r0 .. r0 + BVP`` of one head's checkpoint (``BV``-row blocks
-    of the pinned tile), skipping blocks already marked with this epoch."""
-    rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
-    cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
-    for blk in gl.static_range(BVP // BV):
-        rows = rows0 + blk * BV
-        mark = marks + (r0 + blk * BV) // MARK
-        if gl.load(mark) != ep:
+    of the pinned tile), unless they are already marked with this epoch.
+
+    A launch folds every row it owns, so one marker tells for all of them. Every thread reads it before any
+    thread writes one (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to
+    read that block's marker, and the slow warp would skip its rows."""
+    todo = gl.load(marks + r0 // MARK) != ep
+    gl.thread_barrier()
+    if todo:
+        rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
+        cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
+        m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
+        for blk in gl.static_range(BVP // BV):
+            rows = rows0 + blk * BV
             p = ckpt + gl.expand_dims(rows, 1) * K + cols
             h = _fold_records(gl.load(p), rk, rv, rg, rb, n, start, rows, cols, K, V, L)
             gl.store(p, h)
-            m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
+            mark = marks + (r0 + blk * BV) // MARK
             gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
 
 

@@ -140,10 +140,23 @@ def _window_prep_kernel(
         x2 = gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, G2))
         cw = CW + gl.expand_dims((b64 * HV + hv_i) * (L * 2 * BT), 1) + gl.expand_dims(x2, 0)  # [GP, 2BT]
         P = Gt * 0.0
-        for j in range(0, n_hist):
-            pj = (bs + j) & (L - 1)
-            kj = gl.load(rk + pj * K + xcols)
-            c = gl.convert_layout(gl.sum(xw * gl.expand_dims(kj, 0), axis=1), gl.SliceLayout(0, G2))
-            P = P + gl.load(rg + pj, mask=live_h, other=0.0)
-            w = gl.exp(Gt - P)
-            gl.store(cw + j * (2 * BT), gl.expand_dims(w, 1) * gl.expand_dims(c, 0), mask=gl.expand_dims(live_h, 1))
+        if L <= 32:  # unrolled, masked: every record's loads can be in flight at once
+            for j in gl.static_range(L):
+                P = _history_record(j, j < n_hist, P, Gt, rk, rg, bs, cw, xw, xcols, live_h, K, L, BT, G2)
+        else:
+            for j in range(0, n_hist):
+                P = _history_record(j, j < n_hist, P, Gt, rk, rg, bs, cw, xw, xcols, live_h, K, L, BT, G2)
+
+
+@jit
+def _history_record(j, live, P, Gt, rk, rg, bs, cw, xw, xcols, live_h, K: tl.constexpr, L: tl.constexpr,
+                    BT: tl.constexpr, G2: tl.constexpr):  # fmt: skip
+    """Record j of the history: its weighted dots ``e^(Gt - P_j) k^_j.x`` into CW (only when ``live``);
+    returns P_j, the cumulative log-decay through record j."""
+    pj = (bs + j) & (L - 1)
+    kj = gl.load(rk + pj * K + xcols, mask=(xcols < K) & live, other=0.0)
+    c = gl.convert_layout(gl.sum(xw * gl.expand_dims(kj, 0), axis=1), gl.SliceLayout(0, G2))
+    P = P + gl.load(rg + pj, mask=live_h & live, other=0.0)
+    w = gl.exp(Gt - P)
+    gl.store(cw + j * (2 * BT), gl.expand_dims(w, 1) * gl.expand_dims(c, 0), mask=gl.expand_dims(live_h, 1) & live)
+    return P

@@ -71,6 +71,8 @@ GEOMETRIES = [
     (16, 64, 128, 128, 1, 16, torch.bfloat16, 40, 32),
     (8, 32, 128, 64, 3, 8, torch.float16, 24, 16),
     (2, 4, 16, 16, 8, 16, torch.bfloat16, 12, 8),
+    # every step folds (L = 2T), four fold blocks per program: caught a cross-warp race on the fold markers
+    (16, 64, 128, 128, 8, 16, torch.bfloat16, 24, 16),
 ]
 
 
