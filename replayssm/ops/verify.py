@@ -125,15 +125,17 @@ def gdn_replay_verify_reference(
     return o
 
 
-def _prep_layouts(K: int, BT: int):
+def _prep_layouts(K: int, BT: int, group_p2: int):
     """Layouts of the prep kernel (one warp per key head): a [1, K] row of the pinned tile, the [2BT, K] window
-    vectors, the [BT, BT, K] products of the Gram matrices, the [value heads, L] history gates, the META row."""
+    vectors, the [BT, BT, K] products of the Gram matrices, the [value heads, L] history gates, the value heads'
+    running decays, the META row."""
     row = tile_layout(1)
     xl = gl.BlockedLayout([1, 4], [1, 32], [1, 1], [1, 0])
     l3 = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, 1, 1], [2, 1, 0])
     g2 = gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0])
+    pl = gl.BlockedLayout([group_p2], [32], [1], [0])  # one value per value head of the group, all in-thread
     ml = gl.BlockedLayout([1], [32], [1], [0])
-    return row, xl, l3, g2, ml
+    return row, xl, l3, g2, pl, ml
 
 
 K_STEP = 4  # K-elements of a row multiplied per step of the main kernel's chunk loop (one 16-byte shared load)
@@ -220,10 +222,11 @@ def gdn_replay_verify(
     GA = torch.empty(B, HV, 2, BT, BT, dtype=torch.float32, device=dev)
     GB = torch.empty(B, HV, 4, BT, dtype=torch.float32, device=dev)
     CW = torch.empty(B, HV, L, 2 * BT, dtype=torch.float32, device=dev)
+    GP = triton.next_power_of_2(HV // H)
     _window_prep_kernel[(H, B)](
         q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
-        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, triton.next_power_of_2(HV // H),
-        *_prep_layouts(K, BT), _SMEM, num_warps=1,
+        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, GP), _SMEM,
+        num_warps=1,
     )  # fmt: skip
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     KC = min(ln.k_chunk, K)

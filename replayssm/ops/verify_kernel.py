@@ -26,32 +26,67 @@ from __future__ import annotations
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
 from ._gluon import async_copy, gl, jit
-from ._pinned import MARK, _fold_records
+from ._pinned import MARK, _update
 from .verify_prep import META_ROW
 
 
 @jit
-def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, BVP: tl.constexpr, BV: tl.constexpr,
-               K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr):  # fmt: skip
+def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, BVP: tl.constexpr, BV: tl.constexpr,
+               K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr, CP2: tl.constexpr,
+               CPV: tl.constexpr, ROWS1: tl.constexpr):  # fmt: skip
     """Fold the ``n`` history records into rows ``r0 .. r0 + BVP`` of one head's checkpoint (``BV``-row blocks
     of the pinned tile), unless they are already marked with this epoch.
 
     A launch folds every row it owns, so one marker tells for all of them. Every thread reads it before any
     thread writes one (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to
-    read that block's marker, and the slow warp would skip its rows."""
+    read that block's marker, and the slow warp would skip its rows. The records' keys and this program's
+    values are staged in shared memory (``ks``, ``vs``, in logical order) once for all blocks."""
     todo = gl.load(marks + r0 // MARK) != ep
     gl.thread_barrier()
     if todo:
+        jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
+        kc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
+        async_copy.async_copy_global_to_shared(ks, rk + ((start + jk) & (L - 1)) * K + kc, mask=(jk < n) & (kc < K))
+        jv = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)
+        rc = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0)
+        async_copy.async_copy_global_to_shared(
+            vs, rv + ((start + jv) & (L - 1)) * V + r0 + rc, mask=(jv < n) & (rc < BVP)
+        )
+        async_copy.commit_group()
         rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
         cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
         m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
+        h0 = gl.load(ckpt + gl.expand_dims(rows0, 1) * K + cols)  # in flight with the copies
+        async_copy.wait_group(0)
+        gl.thread_barrier()
+        ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
+        vs_rows = vs._reinterpret(rv.dtype.element_ty, [L, BVP], ROWS1)
         for blk in gl.static_range(BVP // BV):
-            rows = rows0 + blk * BV
-            p = ckpt + gl.expand_dims(rows, 1) * K + cols
-            h = _fold_records(gl.load(p), rk, rv, rg, rb, n, start, rows, cols, K, V, L)
+            p = ckpt + gl.expand_dims(rows0 + blk * BV, 1) * K + cols
+            h = h0 if blk == 0 else gl.load(p)
+            h = _fold_staged(h, ks_rows, vs_rows, rg, rb, n, start, blk * BV, BV, L, TILE)
             gl.store(p, h)
             mark = marks + (r0 + blk * BV) // MARK
             gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
+
+
+@jit
+def _fold_staged(h, ks, vs, rg, rb, n, start, row0: tl.constexpr, BV: tl.constexpr, L: tl.constexpr,
+                 TILE: tl.constexpr):  # fmt: skip
+    """``_fold_records`` with the keys and values read from shared memory (records in logical order); the
+    same pinned ``_update`` on the same data, so bitwise the same states."""
+    p = start & (L - 1)
+    g_n = gl.load(rg + p)
+    b_n = gl.load(rb + p)
+    for j in range(0, n):
+        g, beta = g_n, b_n
+        p = (start + gl.minimum(j + 1, n - 1)) & (L - 1)
+        g_n = gl.load(rg + p)
+        b_n = gl.load(rb + p)
+        khat = gl.expand_dims(ks.index(j).load(gl.SliceLayout(0, TILE)), 0)
+        v = vs.index(j).slice(row0, BV).load(gl.SliceLayout(1, TILE)).to(gl.float32)
+        h = _update(h, khat, v, gl.exp(g), beta)
+    return h
 
 
 @jit
@@ -101,6 +136,8 @@ def _gdn_replay_verify_kernel(
     a_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # A[s, r]
     pt_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # P[s, r] stored as [r, s]
     gb_s = gl.allocate_shared_memory(gl.float32, [4, BT], SMEM)  # e^G_s, beta_s, e^Gt, -
+    fold_k = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a folding row's history keys
+    fold_v = gl.allocate_shared_memory(v.dtype.element_ty, [L, BVP], SMEM)  # ... and its values
 
     if slot < 0:
         gl.store(p_o, gl.zeros([BVP, BT], gl.float32, layout=EPI).to(o.dtype.element_ty), mask=live_e)
@@ -119,7 +156,9 @@ def _gdn_replay_verify_kernel(
             rg = ring_g + (s64 * HV + i_hv) * L
             rb = ring_beta + (s64 * HV + i_hv) * L
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, BVP, BV, K, V, L, TILE)
+            _fold_head(
+                ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, fold_k, fold_v, BVP, BV, K, V, L, TILE, CP2, CPV, ROWS1
+            )
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
 

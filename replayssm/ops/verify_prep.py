@@ -41,7 +41,8 @@ def _window_prep_kernel(
     q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring_k, ring_g, ring_beta, write_pos, base, flush, epoch,
     pending, scale, X, META, GA, GB, CW,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, GP: tl.constexpr,
-    ROW: tl.constexpr, XL: tl.constexpr, L3: tl.constexpr, G2: tl.constexpr, ML: tl.constexpr, SMEM: tl.constexpr,
+    ROW: tl.constexpr, XL: tl.constexpr, L3: tl.constexpr, G2: tl.constexpr, PL: tl.constexpr, ML: tl.constexpr,
+    SMEM: tl.constexpr,
 ):  # fmt: skip
     i_h = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -135,28 +136,35 @@ def _window_prep_kernel(
         gb_rows = GB + (b64 * HV + hv_i) * (4 * BT) + 2 * BT
         eh = gl.expand_dims(gl.exp(Gt), 1) + gl.zeros([GP, BT], gl.float32, layout=G2)
         gl.store(gl.expand_dims(gb_rows, 1) + gl.expand_dims(t2, 0), eh, mask=gl.expand_dims(live_h, 1))
+        # Per record: dots in-thread over the window vectors (XL rows), decays in-thread over the value heads (PL).
         xw = xs.load(XL)  # [2BT, K]
         xcols = gl.arange(0, K, layout=gl.SliceLayout(0, XL))
-        x2 = gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, G2))
-        cw = CW + gl.expand_dims((b64 * HV + hv_i) * (L * 2 * BT), 1) + gl.expand_dims(x2, 0)  # [GP, 2BT]
-        P = Gt * 0.0
+        xi = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, XL))
+        gp = gl.arange(0, GP, layout=PL)
+        rg_p = ring_g + (s64 * HV + i_h * GROUP + gp) * L
+        Gt_p = gl.convert_layout(Gt, PL)
+        cw0 = CW + (b64 * HV + i_h * GROUP) * (L * 2 * BT) + xi  # value head 0 of the group, record 0
+        P = gl.zeros([GP], gl.float32, layout=PL)
         if L <= 32:  # unrolled, masked: every record's loads can be in flight at once
             for j in gl.static_range(L):
-                P = _history_record(j, j < n_hist, P, Gt, rk, rg, bs, cw, xw, xcols, live_h, K, L, BT, G2)
+                P = _history_record(j, n_hist, P, Gt_p, rk, rg_p, bs, cw0, xw, xcols, xi, gp, GROUP, K, L, BT)
         else:
             for j in range(0, n_hist):
-                P = _history_record(j, j < n_hist, P, Gt, rk, rg, bs, cw, xw, xcols, live_h, K, L, BT, G2)
+                P = _history_record(j, n_hist, P, Gt_p, rk, rg_p, bs, cw0, xw, xcols, xi, gp, GROUP, K, L, BT)
 
 
 @jit
-def _history_record(j, live, P, Gt, rk, rg, bs, cw, xw, xcols, live_h, K: tl.constexpr, L: tl.constexpr,
-                    BT: tl.constexpr, G2: tl.constexpr):  # fmt: skip
-    """Record j of the history: its weighted dots ``e^(Gt - P_j) k^_j.x`` into CW (only when ``live``);
-    returns P_j, the cumulative log-decay through record j."""
+def _history_record(j, n_hist, P, Gt, rk, rg, bs, cw0, xw, xcols, xi, gp, GROUP: tl.constexpr, K: tl.constexpr,
+                    L: tl.constexpr, BT: tl.constexpr):  # fmt: skip
+    """Record j of the history (nothing when ``j >= n_hist``): its weighted dots ``e^(Gt - P_j) k^_j.x`` into
+    CW for each value head of the group; returns P_j, the cumulative log-decays through record j."""
+    live = j < n_hist
     pj = (bs + j) & (L - 1)
     kj = gl.load(rk + pj * K + xcols, mask=(xcols < K) & live, other=0.0)
-    c = gl.convert_layout(gl.sum(xw * gl.expand_dims(kj, 0), axis=1), gl.SliceLayout(0, G2))
-    P = P + gl.load(rg + pj, mask=live_h & live, other=0.0)
+    c = gl.sum(xw * gl.expand_dims(kj, 0), axis=1)  # [2BT]
+    P = P + gl.load(rg + pj, mask=(gp < GROUP) & live, other=0.0)
     w = gl.exp(Gt - P)
-    gl.store(cw + j * (2 * BT), gl.expand_dims(w, 1) * gl.expand_dims(c, 0), mask=gl.expand_dims(live_h, 1) & live)
+    for gv in gl.static_range(GROUP):
+        w_gv = gl.sum(gl.where(gp == gv, w, 0.0), axis=0)
+        gl.store(cw0 + gv * (L * 2 * BT) + j * (2 * BT), w_gv * c, mask=(xi < 2 * BT) & live)
     return P
