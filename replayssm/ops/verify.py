@@ -125,7 +125,7 @@ def gdn_replay_verify_reference(
     return o
 
 
-def _prep_layouts(K: int, BT: int, group_p2: int):
+def _prep_layouts(K: int, BT: int, L: int, group_p2: int):
     """Layouts of the prep kernel (one warp per key head): a [1, K] row of the pinned tile, the [2BT, K] window
     vectors, the [BT, BT, K] products of the Gram matrices, the [value heads, L] history gates, the value heads'
     running decays, the META row."""
@@ -134,8 +134,10 @@ def _prep_layouts(K: int, BT: int, group_p2: int):
     l3 = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, 1, 1], [2, 1, 0])
     g2 = gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0])
     pl = gl.BlockedLayout([group_p2], [32], [1], [0])  # one value per value head of the group, all in-thread
+    lc = gl.BlockedLayout([1, 2 * BT, 4], [32, 1, 1], [1, 1, 1], [2, 1, 0])  # [L, 2BT, 4]: a record per lane
+    lp = gl.BlockedLayout([1, L], [32, 1], [1, 1], [1, 0])  # [L, L]: a record per lane, every gate in-thread
     ml = gl.BlockedLayout([1], [32], [1], [0])
-    return row, xl, l3, g2, pl, ml
+    return row, xl, l3, g2, pl, lc, lp, ml
 
 
 K_STEP = 4  # K-elements of a row multiplied per step of the main kernel's chunk loop (one 16-byte shared load)
@@ -225,7 +227,7 @@ def gdn_replay_verify(
     GP = triton.next_power_of_2(HV // H)
     _window_prep_kernel[(H, B)](
         q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
-        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, GP), _SMEM,
+        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, L, GP), _SMEM,
         num_warps=1,
     )  # fmt: skip
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)

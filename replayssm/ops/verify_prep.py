@@ -41,8 +41,8 @@ def _window_prep_kernel(
     q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring_k, ring_g, ring_beta, write_pos, base, flush, epoch,
     pending, scale, X, META, GA, GB, CW,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, GP: tl.constexpr,
-    ROW: tl.constexpr, XL: tl.constexpr, L3: tl.constexpr, G2: tl.constexpr, PL: tl.constexpr, ML: tl.constexpr,
-    SMEM: tl.constexpr,
+    ROW: tl.constexpr, XL: tl.constexpr, L3: tl.constexpr, G2: tl.constexpr, PL: tl.constexpr, LC: tl.constexpr,
+    LP: tl.constexpr, ML: tl.constexpr, SMEM: tl.constexpr,
 ):  # fmt: skip
     i_h = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -120,37 +120,79 @@ def _window_prep_kernel(
             gl.store(ring_g + (s64 * HV + i_hv) * L + p_w, g1, mask=i1 < T)
             gl.store(ring_beta + (s64 * HV + i_hv) * L + p_w, be1, mask=i1 < T)
 
-        # The history: total decay e^Gt per value head, and the weighted dots of every record.
-        gv_i = gl.arange(0, GP, layout=gl.SliceLayout(1, G2))
-        hv_i = i_h * GROUP + gv_i
-        live_h = gv_i < GROUP
-        jl = gl.arange(0, L, layout=gl.SliceLayout(0, G2))
-        rg = ring_g + (s64 * HV + hv_i) * L  # [GP]
-        g_hist = gl.load(
-            gl.expand_dims(rg, 1) + gl.expand_dims((bs + jl) & (L - 1), 0),
-            mask=gl.expand_dims(live_h, 1) & gl.expand_dims(jl < n_hist, 0),
-            other=0.0,
-        )
-        Gt = gl.sum(g_hist, axis=1)  # [GP]
-        t2 = gl.arange(0, BT, layout=gl.SliceLayout(0, G2))
-        gb_rows = GB + (b64 * HV + hv_i) * (4 * BT) + 2 * BT
-        eh = gl.expand_dims(gl.exp(Gt), 1) + gl.zeros([GP, BT], gl.float32, layout=G2)
-        gl.store(gl.expand_dims(gb_rows, 1) + gl.expand_dims(t2, 0), eh, mask=gl.expand_dims(live_h, 1))
-        # Per record: dots in-thread over the window vectors (XL rows), decays in-thread over the value heads (PL).
-        xw = xs.load(XL)  # [2BT, K]
-        xcols = gl.arange(0, K, layout=gl.SliceLayout(0, XL))
-        xi = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, XL))
-        gp = gl.arange(0, GP, layout=PL)
-        rg_p = ring_g + (s64 * HV + i_h * GROUP + gp) * L
-        Gt_p = gl.convert_layout(Gt, PL)
-        cw0 = CW + (b64 * HV + i_h * GROUP) * (L * 2 * BT) + xi  # value head 0 of the group, record 0
-        P = gl.zeros([GP], gl.float32, layout=PL)
-        if L <= 32:  # unrolled, masked: every record's loads can be in flight at once
-            for j in gl.static_range(L):
-                P = _history_record(j, n_hist, P, Gt_p, rk, rg_p, bs, cw0, xw, xcols, xi, gp, GROUP, K, L, BT)
+        # The history (a row that does not fold): e^Gt per value head, and the weighted dots of every record.
+        if L <= 32:
+            _history_all(xs, rk, ring_g, CW, GB, s64, b64, i_h, bs, n_hist, HV, GROUP, K, L, BT, LC, LP)
         else:
-            for j in range(0, n_hist):
-                P = _history_record(j, n_hist, P, Gt_p, rk, rg_p, bs, cw0, xw, xcols, xi, gp, GROUP, K, L, BT)
+            _history_loop(xs, rk, ring_g, CW, GB, s64, b64, i_h, bs, n_hist, HV, GROUP, GP, K, L, BT, XL, G2, PL)
+
+
+@jit
+def _history_all(xs, rk, ring_g, CW, GB, s64, b64, i_h, bs, n_hist, HV: tl.constexpr, GROUP: tl.constexpr,
+                 K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, LC: tl.constexpr, LP: tl.constexpr):  # fmt: skip
+    """All records at once (L <= 32): ``C[j, x] = k^_j . x`` with a record per lane and the window vectors and a
+    K-chunk in-thread (no cross-lane reduction), then per value head ``P_j`` as a masked in-thread sum."""
+    KCH: tl.constexpr = LC.size_per_thread[2]
+    SL: tl.constexpr = gl.SliceLayout(1, LC)  # [L, KCH] keys
+    OL: tl.constexpr = gl.SliceLayout(2, LC)  # [L, 2BT] dots
+    j_c = gl.arange(0, L, layout=gl.SliceLayout(1, SL))
+    k_c = gl.arange(0, KCH, layout=gl.SliceLayout(0, SL))
+    rows = gl.expand_dims(rk + ((bs + j_c) & (L - 1)) * K, 1) + gl.expand_dims(k_c, 0)
+    live = gl.expand_dims(j_c < n_hist, 1) & gl.expand_dims(k_c < KCH, 0)
+    acc = gl.zeros([L, 2 * BT], gl.float32, layout=OL)
+    for kc in gl.static_range(0, K, KCH):
+        keys = gl.load(rows + kc, mask=live, other=0.0)
+        xc = xs.slice(kc, KCH, dim=1).load(gl.SliceLayout(0, LC))  # [2BT, KCH]
+        acc += gl.sum(gl.expand_dims(keys, 1) * gl.expand_dims(xc, 0), axis=2)
+    j_o = gl.arange(0, L, layout=gl.SliceLayout(1, OL))
+    x_o = gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, OL))
+    t_o = gl.arange(0, BT, layout=gl.SliceLayout(0, OL))
+    live_o = gl.expand_dims(j_o < n_hist, 1) & gl.expand_dims(x_o < 2 * BT, 0)
+    jp = gl.arange(0, L, layout=gl.SliceLayout(1, LP))
+    ip = gl.arange(0, L, layout=gl.SliceLayout(0, LP))
+    for gv in gl.static_range(GROUP):
+        hv = i_h * GROUP + gv
+        g_i = gl.load(ring_g + (s64 * HV + hv) * L + ((bs + ip) & (L - 1)), mask=ip < n_hist, other=0.0)
+        P = gl.sum(gl.where(gl.expand_dims(ip, 0) <= gl.expand_dims(jp, 1), gl.expand_dims(g_i, 0), 0.0), axis=1)
+        Gt = gl.sum(g_i, axis=0)
+        w = gl.convert_layout(gl.exp(Gt - P), gl.SliceLayout(1, OL))
+        vh = b64 * HV + hv
+        p_cw = CW + vh * (L * 2 * BT) + gl.expand_dims(j_o, 1) * (2 * BT) + gl.expand_dims(x_o, 0)
+        gl.store(p_cw, gl.expand_dims(w, 1) * acc, mask=live_o)
+        gl.store(
+            GB + vh * (4 * BT) + 2 * BT + t_o, gl.zeros([BT], gl.float32, layout=gl.SliceLayout(0, OL)) + gl.exp(Gt)
+        )
+
+
+@jit
+def _history_loop(xs, rk, ring_g, CW, GB, s64, b64, i_h, bs, n_hist, HV: tl.constexpr, GROUP: tl.constexpr,
+                  GP: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, XL: tl.constexpr,
+                  G2: tl.constexpr, PL: tl.constexpr):  # fmt: skip
+    """Record by record (long rings): the dots reduced across lanes, decays in-thread over the value heads."""
+    gv_i = gl.arange(0, GP, layout=gl.SliceLayout(1, G2))
+    hv_i = i_h * GROUP + gv_i
+    live_h = gv_i < GROUP
+    jl = gl.arange(0, L, layout=gl.SliceLayout(0, G2))
+    g_hist = gl.load(
+        gl.expand_dims(ring_g + (s64 * HV + hv_i) * L, 1) + gl.expand_dims((bs + jl) & (L - 1), 0),
+        mask=gl.expand_dims(live_h, 1) & gl.expand_dims(jl < n_hist, 0),
+        other=0.0,
+    )
+    Gt = gl.sum(g_hist, axis=1)  # [GP]
+    t2 = gl.arange(0, BT, layout=gl.SliceLayout(0, G2))
+    gb_rows = GB + (b64 * HV + hv_i) * (4 * BT) + 2 * BT
+    eh = gl.expand_dims(gl.exp(Gt), 1) + gl.zeros([GP, BT], gl.float32, layout=G2)
+    gl.store(gl.expand_dims(gb_rows, 1) + gl.expand_dims(t2, 0), eh, mask=gl.expand_dims(live_h, 1))
+    xw = xs.load(XL)  # [2BT, K]
+    xcols = gl.arange(0, K, layout=gl.SliceLayout(0, XL))
+    xi = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, XL))
+    gp = gl.arange(0, GP, layout=PL)
+    rg_p = ring_g + (s64 * HV + i_h * GROUP + gp) * L
+    Gt_p = gl.convert_layout(Gt, PL)
+    cw0 = CW + (b64 * HV + i_h * GROUP) * (L * 2 * BT) + xi  # value head 0 of the group, record 0
+    P = gl.zeros([GP], gl.float32, layout=PL)
+    for j in range(0, n_hist):
+        P = _history_record(j, n_hist, P, Gt_p, rk, rg_p, bs, cw0, xw, xcols, xi, gp, GROUP, K, L, BT)
 
 
 @jit

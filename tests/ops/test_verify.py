@@ -29,7 +29,9 @@ def test_reference_outputs_match_float64_recurrence(group):
     assert c.flushes >= 3
 
 
-@pytest.mark.parametrize("T,L,dtype", [(4, 8, torch.float16), (2, 16, torch.float32), (1, 8, torch.float32)])
+@pytest.mark.parametrize(
+    "T,L,dtype", [(4, 8, torch.float16), (2, 16, torch.float32), (1, 8, torch.float32), (2, 64, torch.float32)]
+)
 def test_kernel_matches_reference_with_history_and_flush(device, T, L, dtype):
     H, HV, K, V = 2, 4, 16, 32
     c = Chain(5, H, HV, K, V, T=T, L=L, dtype=dtype, device=device, impl="reference", seed=3)
