@@ -10,10 +10,19 @@ CPU = torch.device("cpu")  # one "SM": a batch is small below 4 programs
 
 def test_verify_default_and_small_batch_shape():
     big = launch.resolve("verify", 128, 64, CPU, split_small=True)
-    assert (big.num_warps, big.rows, big.rows_per_program) == (2, 32, 128)  # a whole head per program
+    assert (big.num_warps, big.rows, big.rows_per_program) == (4, 64, 128)  # a whole head per program
+    assert (big.stages, big.k_chunk) == (2, 32)
     small = launch.resolve("verify", 128, 2, CPU, split_small=True)
-    assert small.num_warps == launch.SMALL_BATCH_VERIFY.num_warps == 4
-    assert small.rows == 64 and small.rows_per_program == 64 and small.programs_per_head == 2  # one tile each
+    assert small.rows_per_program == 64 and small.programs_per_head == 2  # a head split over two programs
+    # the verify streams one row per thread: no more warps than 64 rows fill, and the fold tile shrinks with them
+    assert small.num_warps == 2 and small.rows == 32
+
+
+def test_tile_config_checks_the_chunk():
+    assert launch.TileConfig(k_chunk=64).k_chunk == 64
+    for bad in (4, 24, "32"):
+        with pytest.raises(ValueError, match="k_chunk"):
+            launch.TileConfig(k_chunk=bad)
 
 
 def test_an_override_wins_over_the_small_batch_shape():
