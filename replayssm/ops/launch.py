@@ -43,9 +43,9 @@ DEFAULTS = {
     "fold": TileConfig(num_warps=4, rows_per_thread=2),
     "verify": TileConfig(num_warps=4, rows_per_thread=2, stages=2, k_chunk=32),
 }
-# The verify of a batch too small to fill the GPU (its heads split over programs: ``split_small``) runs one
-# 64-row tile per program with 4 warps: at T=4, L=16, B=8 on an H200 41.5 us vs 48.4 us a layer-step with the
-# default above, which stays the fastest from B=64 up (bench/results/2026-11-30-h200-final/sweep_T4*).
+# The verify of a batch too small to fill the GPU (``split_small``) splits each head's rows over programs (64 rows
+# at B=8 on an H200), keeping the default shape; warps are capped so that every thread streams at least one row.
+# Sweeps behind both choices: bench/results/2026-12-01-h200/ (bench/NOTES.md).
 SMALL_BATCH_VERIFY = TileConfig(num_warps=4, rows_per_thread=2, stages=2, k_chunk=32)
 _OVERRIDES: list[dict[str, TileConfig]] = []
 
