@@ -39,7 +39,9 @@ class TileConfig:
 
 
 DEFAULTS = {
-    "recurrent": TileConfig(num_warps=4, rows_per_thread=2),
+    # 2 warps x 2 rows: plain decode at B=256 on an H200 551.8 us vs 567.8 us with 4 x 2 (T=4 unchanged;
+    # bench/results/2026-12-01-h200/sweep_recurrent.json)
+    "recurrent": TileConfig(num_warps=2, rows_per_thread=2),
     "fold": TileConfig(num_warps=4, rows_per_thread=2),
     "verify": TileConfig(num_warps=4, rows_per_thread=2, stages=2, k_chunk=32),
 }
