@@ -50,7 +50,8 @@ class _Shared:
         return _Shared(self.data[tuple(idx)], self.dtype)
 
     def _reinterpret(self, dtype, shape, layout):
-        return _Shared(self.data.reshape([_unwrap(x) for x in shape]), self.dtype)
+        shape = [_unwrap(x) for x in shape]
+        return _Shared(self.data.reshape(-1)[: int(np.prod(shape))].reshape(shape), self.dtype)  # a view of the start
 
     def permute(self, order):
         return _Shared(self.data.transpose([_unwrap(o) for o in order]), self.dtype)

@@ -171,6 +171,7 @@ def _chunk_smem(KC: int):
 
 _SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 _ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the same unswizzled bytes, indexable row by row
+_SMEM_PRE = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # a [rows, K] state block: conflict-free pinned-tile reads
 
 
 def gdn_replay_verify(
@@ -232,9 +233,12 @@ def gdn_replay_verify(
     )  # fmt: skip
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     KC = min(ln.k_chunk, K)
+    stages = max(1, min(ln.stages, K // KC))
+    # a folding program copies its next state block into the idle chunk buffer while it folds, when it fits
+    pre = ln.rows_per_program > ln.rows and ln.rows * K <= stages * ln.rows_per_program * KC
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         v, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, META, X, GA, GB, CW,
-        H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, max(1, min(ln.stages, K // KC)), ln.layout,
-        *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, num_warps=ln.num_warps,
+        H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
+        *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, num_warps=ln.num_warps,
     )  # fmt: skip
     return o

@@ -31,16 +31,17 @@ from .verify_prep import META_ROW
 
 
 @jit
-def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, BVP: tl.constexpr, BV: tl.constexpr,
+def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, chunks, BVP: tl.constexpr, BV: tl.constexpr,
                K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr, CP2: tl.constexpr,
-               CPV: tl.constexpr, ROWS1: tl.constexpr):  # fmt: skip
+               CPV: tl.constexpr, ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr):  # fmt: skip
     """Fold the ``n`` history records into rows ``r0 .. r0 + BVP`` of one head's checkpoint (``BV``-row blocks
     of the pinned tile), unless they are already marked with this epoch.
 
     A launch folds every row it owns, so one marker tells for all of them. Every thread reads it before any
     thread writes one (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to
     read that block's marker, and the slow warp would skip its rows. The records' keys and this program's
-    values are staged in shared memory (``ks``, ``vs``, in logical order) once for all blocks."""
+    values are staged in shared memory (``ks``, ``vs``, in logical order) once for all blocks. With ``PRE`` the
+    next block's state is copied into the (idle) chunk buffer while the current block folds."""
     todo = gl.load(marks + r0 // MARK) != ep
     gl.thread_barrier()
     if todo:
@@ -56,14 +57,31 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, BVP: tl.co
         rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
         cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
         m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
+        if PRE:
+            pre = chunks._reinterpret(gl.float32, [BV, K], SMEM_PRE)
+            br = gl.expand_dims(gl.arange(0, BV, layout=gl.SliceLayout(1, CP2)), 1)
+            p_pre = ckpt + (r0 + br) * K + kc
+            async_copy.async_copy_global_to_shared(pre, p_pre + BV * K)  # block 1
+            async_copy.commit_group()
         h0 = gl.load(ckpt + gl.expand_dims(rows0, 1) * K + cols)  # in flight with the copies
-        async_copy.wait_group(0)
+        async_copy.wait_group(1 if PRE else 0)
         gl.thread_barrier()
         ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
         vs_rows = vs._reinterpret(rv.dtype.element_ty, [L, BVP], ROWS1)
         for blk in gl.static_range(BVP // BV):
             p = ckpt + gl.expand_dims(rows0 + blk * BV, 1) * K + cols
-            h = h0 if blk == 0 else gl.load(p)
+            if blk == 0:
+                h = h0
+            elif PRE:
+                async_copy.wait_group(0)
+                gl.thread_barrier()
+                h = pre.load(TILE)
+                gl.thread_barrier()  # every warp holds its rows: the buffer takes the next block
+                if blk + 1 < BVP // BV:
+                    async_copy.async_copy_global_to_shared(pre, p_pre + (blk + 1) * BV * K)
+                    async_copy.commit_group()
+            else:
+                h = gl.load(p)
             h = _fold_staged(h, ks_rows, vs_rows, rg, rb, n, start, blk * BV, BV, L, TILE)
             gl.store(p, h)
             mark = marks + (r0 + blk * BV) // MARK
@@ -110,6 +128,7 @@ def _gdn_replay_verify_kernel(
     BV: tl.constexpr, BVP: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr, STAGES: tl.constexpr,
     TILE: tl.constexpr, L3: tl.constexpr, M2: tl.constexpr, CPT: tl.constexpr, CP2: tl.constexpr,
     CP3: tl.constexpr, CPV: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr, ROWS1: tl.constexpr,
+    PRE: tl.constexpr, SMEM_PRE: tl.constexpr,
 ):  # fmt: skip
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -156,9 +175,8 @@ def _gdn_replay_verify_kernel(
             rg = ring_g + (s64 * HV + i_hv) * L
             rb = ring_beta + (s64 * HV + i_hv) * L
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-            _fold_head(
-                ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, fold_k, fold_v, BVP, BV, K, V, L, TILE, CP2, CPV, ROWS1
-            )
+            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, fold_k, fold_v, chunks, BVP, BV, K, V, L, TILE,
+                       CP2, CPV, ROWS1, PRE, SMEM_PRE)  # fmt: skip
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
 
