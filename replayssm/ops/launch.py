@@ -39,8 +39,8 @@ class TileConfig:
 
 
 DEFAULTS = {
-    # 2 warps x 2 rows: plain decode at B=256 on an H200 551.8 us vs 567.8 us with 4 x 2 (T=4 unchanged;
-    # bench/results/2026-12-01-h200/sweep_recurrent.json)
+    # 2 warps x 2 rows: plain decode at B=256 on an H200 551.8 us vs 567.8 us with 4 x 2 in one sweep (T=4 unchanged;
+    # bench/results/2026-12-01-h200/sweep_recurrent.json); the next bench run did not show the gain (run-to-run noise)
     "recurrent": TileConfig(num_warps=2, rows_per_thread=2),
     "fold": TileConfig(num_warps=4, rows_per_thread=2),
     "verify": TileConfig(num_warps=4, rows_per_thread=2, stages=2, k_chunk=32),
