@@ -8,7 +8,8 @@ _TIMES = ("recurrent_us", "replay_random_us", "replay_nonflush_us", "replay_flus
 
 
 def derive(row: dict, impls: list[str]) -> dict:
-    """Adds ``{impl}/{time}_x_floor`` for every time, ``replayssm/speedup_vs_recurrent`` (our recurrent
+    """Adds ``{impl}/{time}_x_floor`` for every time, ``{impl}/replay_nonflush_x_read_floor`` (the non-flush step
+    over what it must read), ``replayssm/speedup_vs_recurrent`` (our recurrent
     / our replay), ``replayssm/speedup_vs_{peer}`` (peer replay / our replay),
     ``replayssm/recurrent_vs_{peer}`` (our recurrent / peer recurrent; target <= 1.05), and the same
     two against the fastest peer (``..._fastest_peer``)."""
@@ -16,6 +17,10 @@ def derive(row: dict, impls: list[str]) -> dict:
         for t in _TIMES:
             if f"{impl}/{t}" in row:
                 row[f"{impl}/{t.removesuffix('_us')}_x_floor"] = row[f"{impl}/{t}"] / row["floor_us"]
+        if f"{impl}/replay_nonflush_us" in row and "nonflush_read_floor_us" in row:
+            row[f"{impl}/replay_nonflush_x_read_floor"] = (
+                row[f"{impl}/replay_nonflush_us"] / row["nonflush_read_floor_us"]
+            )
     ours_replay, ours_rec = row.get(f"{OURS}/replay_random_us"), row.get(f"{OURS}/recurrent_us")
     if ours_replay and ours_rec:
         row[f"{OURS}/speedup_vs_recurrent"] = ours_rec / ours_replay

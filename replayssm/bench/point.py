@@ -4,7 +4,8 @@ Keys of the returned row (times in us per layer-step; ``impl`` is "replayssm" or
 ``{impl}/recurrent_us``; ``{impl}/replay_random_us`` (the real protocol under random acceptance; at
 T=1 every step accepts its token), ``{impl}/replay_nonflush_us`` and ``{impl}/replay_flush_us``
 (steps frozen at the protocol's worst case, ``steps.RingStep.set_cursors``),
-``{impl}/fold_us_per_record`` = (flush - non-flush) / records folded per row; ``floor_us`` and
+``{impl}/fold_us_per_record`` = (flush - non-flush) / records folded per row; ``nonflush_read_floor_us``
+(what a pure non-flush step must read, at the measured bandwidth: ``floor.nonflush_read_bytes``); ``floor_us`` and
 ``fold_rate``; ``gates`` {label: verdict}; ``refused`` [labels whose gate failed, not timed];
 ``errors`` {label: what a backend raised while it was timed}.
 """
@@ -20,7 +21,7 @@ import torch
 from ..ops import GDNShape
 from .backends import Backend
 from .check import lockstep, verdict
-from .floor import floor_bytes, fold_rate
+from .floor import floor_bytes, fold_rate, nonflush_read_bytes
 from .steps import StepCase, acceptance, make_case
 
 GATE_LAYERS = 2  # enough to check per-layer addressing (0.5.23 folds all layers in one launch)
@@ -100,5 +101,7 @@ def bench_point(cfg, T: int, B: int, L: int, bw: float, backends: list[Backend],
     free_memory(collect=True)
     row["fold_rate"] = fold_rate(T, L, "random" if T > 1 else "full")
     row["floor_us"] = floor_bytes(B, geo.state_bytes, row["fold_rate"]) / bw * 1e6
+    act_bytes = torch.empty((), dtype=cfg.dtype).element_size()
+    row["nonflush_read_floor_us"] = nonflush_read_bytes(B, geo, T, L, act_bytes) / bw * 1e6
     row["wall_s"] = time.perf_counter() - t0
     return row

@@ -112,6 +112,9 @@ def test_point_times_and_fold_cost_per_layer():
         assert row[f"{impl}/fold_us_per_record"] == pytest.approx(FOLD_US)
     state_bytes = GEO.HV * GEO.V * GEO.K * 4
     assert row["floor_us"] == pytest.approx(2 * state_bytes * (1 + row["fold_rate"]) / 1e12 * 1e6)
+    # T=2, L=8: a non-flush step reads 4 history records: fp32 u per value head and fp32 k^ per key head
+    records = 4 * (GEO.HV * GEO.V * 4 + GEO.H * GEO.K * 4)
+    assert row["nonflush_read_floor_us"] == pytest.approx(2 * (state_bytes + records) / 1e12 * 1e6)
 
 
 def test_run_writes_json_keys_table_and_png(tmp_path):
@@ -123,7 +126,8 @@ def test_run_writes_json_keys_table_and_png(tmp_path):
     row = saved["points"][-1]
     for key in ("sglang-9.9/replay_random_us", "sglang-9.9/fold_us_per_record", "sglang-9.9/recurrent_us",
                 "replayssm/replay_random_x_floor", "replayssm/speedup_vs_sglang-9.9",
-                "replayssm/recurrent_vs_sglang-9.9", "replayssm/speedup_vs_recurrent", "floor_us"):  # fmt: skip
+                "replayssm/recurrent_vs_sglang-9.9", "replayssm/speedup_vs_recurrent", "floor_us",
+                "nonflush_read_floor_us", "replayssm/replay_nonflush_x_read_floor"):  # fmt: skip
         assert key in row, key
     assert row["replayssm/speedup_vs_sglang-9.9"] == pytest.approx(1.0)
     assert row["replayssm/speedup_vs_fastest_peer"] == pytest.approx(1.0) == row["replayssm/recurrent_vs_fastest_peer"]
