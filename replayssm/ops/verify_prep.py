@@ -37,6 +37,13 @@ def _window_gates(a, b, tok, live, i_hv, HV: tl.constexpr, A, dtb):
 
 
 @jit
+def _meta_row(mi, slot, bos, T, wp, bs, fl, ep):
+    """The ``META`` row (``mi`` = arange(META_FIELDS)): slot, bos, T, write_pos, base, flush, epoch, 0."""
+    row = gl.where(mi == 0, slot, gl.where(mi == 1, bos, gl.where(mi == 2, T, 0)))
+    return gl.where(mi == 3, wp, gl.where(mi == 4, bs, gl.where(mi == 5, fl, gl.where(mi == 6, ep, row))))
+
+
+@jit
 def _window_prep_kernel(
     q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring_k, ring_g, ring_beta, write_pos, base, flush, epoch,
     pending, scale, X, META, GA, GB, CW,
@@ -54,8 +61,7 @@ def _window_prep_kernel(
     mi = gl.arange(0, META_ROW, layout=ML)
     if slot < 0:
         if i_h == 0:
-            row = gl.where(mi == 0, slot, gl.where(mi == 1, bos, gl.where(mi == 2, T, 0)))
-            gl.store(META + i_b * META_ROW + mi, row)
+            gl.store(META + i_b * META_ROW + mi, _meta_row(mi, slot, bos, T, 0, 0, 0, 0))
     else:
         wp = gl.load(write_pos + slot)
         bs = gl.load(base + slot)
@@ -65,9 +71,7 @@ def _window_prep_kernel(
         b64 = i_b.to(gl.int64)
         if i_h == 0:
             ep = gl.load(epoch + slot)
-            row = gl.where(mi == 0, slot, gl.where(mi == 1, bos, gl.where(mi == 2, T, 0)))
-            row = gl.where(mi == 3, wp, gl.where(mi == 4, bs, gl.where(mi == 5, fl, gl.where(mi == 6, ep, row))))
-            gl.store(META + i_b * META_ROW + mi, row)
+            gl.store(META + i_b * META_ROW + mi, _meta_row(mi, slot, bos, T, wp, bs, fl, ep))
             gl.store(pending + slot, T)
         rk = ring_k + (s64 * H + i_h) * L * K
         head = b64 * H + i_h
