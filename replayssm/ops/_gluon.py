@@ -129,6 +129,7 @@ def _shim() -> types.SimpleNamespace:
 
     ns.reduce = reduce
     ns.max = lambda x, axis=None: tl.max(x, axis)
+    ns.associative_scan = lambda x, axis, combine_fn, reverse=False: tl.associative_scan(x, axis, combine_fn, reverse)
     ns.arange = lambda start, end, layout=None: tl.arange(start, end)
     ns.full = lambda shape, value, dtype, layout=None: tl.full(shape, value, dtype)
     ns.zeros = lambda shape, dtype, layout=None: tl.zeros(shape, dtype)

@@ -34,7 +34,7 @@ from ._validate import (
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import Ring
 from .verify_kernel import _gdn_replay_verify_kernel
-from .verify_prep import META_FIELDS, _window_prep_kernel
+from .verify_prep import META_FIELDS, PREP_WARPS, _window_prep_kernel
 
 
 def check_ring_matches(ring, S, H, HV, K, V, device, dtype) -> None:
@@ -125,19 +125,22 @@ def gdn_replay_verify_reference(
     return o
 
 
-def _prep_layouts(K: int, BT: int, L: int, group_p2: int):
-    """Layouts of the prep kernel (one warp per key head): a [1, K] row of the pinned tile, the [2BT, K] window
-    vectors, the [BT, BT, K] products of the Gram matrices, the [value heads, L] history gates, the value heads'
-    running decays, the META row."""
-    row = tile_layout(1)
-    xl = gl.BlockedLayout([1, 4], [1, 32], [1, 1], [1, 0])
-    l3 = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, 1, 1], [2, 1, 0])
-    g2 = gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0])
-    pl = gl.BlockedLayout([group_p2], [32], [1], [0])  # one value per value head of the group, all in-thread
-    lc = gl.BlockedLayout([1, 2 * BT, 4], [32, 1, 1], [1, 1, 1], [2, 1, 0])  # [L, 2BT, 4]: a record per lane
-    lp = gl.BlockedLayout([1, L], [32, 1], [1, 1], [1, 0])  # [L, L]: a record per lane, every gate in-thread
-    ml = gl.BlockedLayout([1], [32], [1], [0])
-    return row, xl, l3, g2, pl, lc, lp, ml
+def _prep_layouts(K: int, BT: int, W: int):
+    """Layouts of the prep kernel (``W`` warps per key head): the [2BT, K] window vectors in the pinned tile (a
+    row's norm is then the baseline's arithmetic), the [BT, BT, K] Gram products, the [value heads, BT, BT]
+    gate matrices, the [L, 2BT, KCH] history products (a record and a window vector per thread, K in-thread),
+    the [value heads, L] history gates, the [value heads, L, 2BT] weighted dots, the [L, K] key copy, META."""
+    rows = tile_layout(W)
+    kk3 = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [W, 1, 1], [2, 1, 0])
+    lanes2 = max(1, 32 // BT)
+    g3 = gl.BlockedLayout([1, 1, max(1, BT // lanes2)], [1, 32 // lanes2, lanes2], [W, 1, 1], [2, 1, 0])
+    tl1 = min(2 * BT, 32)
+    lh = gl.BlockedLayout([1, 1, 8], [32 // tl1, tl1, 1], [W, 1, 1], [2, 1, 0])
+    gh = gl.BlockedLayout([1, 1], [1, 32], [W, 1], [1, 0])
+    lw = gl.BlockedLayout([1, 1, 1], [1, 32 // tl1, tl1], [1, W, 1], [2, 1, 0])
+    cpk = gl.BlockedLayout([1, 4], [1, 32], [W, 1], [1, 0])
+    ml = gl.BlockedLayout([1], [32], [W], [0])
+    return rows, kk3, g3, lh, gh, lw, cpk, ml
 
 
 K_STEP = 4  # K-elements of a row multiplied per step of the main kernel's chunk loop (one 16-byte shared load)
@@ -228,8 +231,8 @@ def gdn_replay_verify(
     GP = triton.next_power_of_2(HV // H)
     _window_prep_kernel[(H, B)](
         q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
-        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, L, GP), _SMEM,
-        num_warps=1,
+        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, PREP_WARPS),
+        _SMEM, num_warps=PREP_WARPS,
     )  # fmt: skip
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     KC = min(ln.k_chunk, K)
