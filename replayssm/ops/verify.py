@@ -162,7 +162,8 @@ def _main_layouts(ln: launch.Launch, BT: int, KC: int):
     cp3 = gl.BlockedLayout([1, vec], [32 // lanes, lanes], [W, 1], [1, 0])
     lv = max(1, min(16, ln.rows_per_program // 8))
     cpv = gl.BlockedLayout([1, 8], [32 // lv, lv], [W, 1], [1, 0])
-    return l3, m2, cpt, cp2, cp3, cpv
+    cpg = gl.BlockedLayout([1, 1], [32, 1], [W, 1], [1, 0])
+    return l3, m2, cpt, cp2, cp3, cpv, cpg
 
 
 def _chunk_smem(KC: int):

@@ -31,31 +31,37 @@ from .verify_prep import META_ROW
 
 
 @jit
-def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, chunks, BVP: tl.constexpr, BV: tl.constexpr,
-               K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr, CP2: tl.constexpr,
-               CPV: tl.constexpr, ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr):  # fmt: skip
+def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, chunks, BVP: tl.constexpr,
+               BV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr,
+               CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, ROWS1: tl.constexpr, PRE: tl.constexpr,
+               SMEM_PRE: tl.constexpr):  # fmt: skip
     """Fold the ``n`` history records into rows ``r0 .. r0 + BVP`` of one head's checkpoint (``BV``-row blocks
     of the pinned tile), unless they are already marked with this epoch.
 
-    A launch folds every row it owns, so one marker tells for all of them. Every thread reads it before any
-    thread writes one (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to
-    read that block's marker, and the slow warp would skip its rows. The records' keys and this program's
-    values are staged in shared memory (``ks``, ``vs``, in logical order) once for all blocks. With ``PRE`` the
-    next block's state is copied into the (idle) chunk buffer while the current block folds."""
+    Everything the fold reads arrives in one round trip, issued before the marker is known (reads only: a head
+    folded already just discards them): the records' keys, this program's values and every record's gate and
+    beta (``ks``, ``vs``, ``gs``, in logical order, shared memory), and the first state block. A launch folds
+    every row it owns, so one marker tells for all of them. Every thread reads it before any thread writes one
+    (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to read that block's
+    marker, and the slow warp would skip its rows. With ``PRE`` the next block's state is copied into the
+    (idle) chunk buffer while the current block folds."""
+    jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
+    kc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
+    async_copy.async_copy_global_to_shared(ks, rk + ((start + jk) & (L - 1)) * K + kc, mask=(jk < n) & (kc < K))
+    jv = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)
+    rc = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0)
+    async_copy.async_copy_global_to_shared(vs, rv + ((start + jv) & (L - 1)) * V + r0 + rc, mask=(jv < n) & (rc < BVP))
+    jg = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPG)), 1)  # [L, 1]
+    pg = (start + jg) & (L - 1)
+    async_copy.async_copy_global_to_shared(gs, rg + pg, mask=jg < n)
+    async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=jg < n)
+    async_copy.commit_group()
+    rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
+    cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
+    h0 = gl.load(ckpt + gl.expand_dims(rows0, 1) * K + cols)  # in flight with the copies
     todo = gl.load(marks + r0 // MARK) != ep
     gl.thread_barrier()
     if todo:
-        jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
-        kc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
-        async_copy.async_copy_global_to_shared(ks, rk + ((start + jk) & (L - 1)) * K + kc, mask=(jk < n) & (kc < K))
-        jv = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)
-        rc = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0)
-        async_copy.async_copy_global_to_shared(
-            vs, rv + ((start + jv) & (L - 1)) * V + r0 + rc, mask=(jv < n) & (rc < BVP)
-        )
-        async_copy.commit_group()
-        rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
-        cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
         m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
         if PRE:
             pre = chunks._reinterpret(gl.float32, [BV, K], SMEM_PRE)
@@ -63,11 +69,12 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, chunks, BV
             p_pre = ckpt + (r0 + br) * K + kc
             async_copy.async_copy_global_to_shared(pre, p_pre + BV * K)  # block 1
             async_copy.commit_group()
-        h0 = gl.load(ckpt + gl.expand_dims(rows0, 1) * K + cols)  # in flight with the copies
         async_copy.wait_group(1 if PRE else 0)
         gl.thread_barrier()
         ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
         vs_rows = vs._reinterpret(rv.dtype.element_ty, [L, BVP], ROWS1)
+        gs_rows = gs._reinterpret(gl.float32, [L, 1], ROWS1)
+        bs_rows = bs_._reinterpret(gl.float32, [L, 1], ROWS1)
         for blk in gl.static_range(BVP // BV):
             p = ckpt + gl.expand_dims(rows0 + blk * BV, 1) * K + cols
             if blk == 0:
@@ -82,25 +89,20 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, chunks, BV
                     async_copy.commit_group()
             else:
                 h = gl.load(p)
-            h = _fold_staged(h, ks_rows, vs_rows, rg, rb, n, start, blk * BV, BV, L, TILE)
+            h = _fold_staged(h, ks_rows, vs_rows, gs_rows, bs_rows, n, blk * BV, BV, TILE)
             gl.store(p, h)
             mark = marks + (r0 + blk * BV) // MARK
             gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
 
 
 @jit
-def _fold_staged(h, ks, vs, rg, rb, n, start, row0: tl.constexpr, BV: tl.constexpr, L: tl.constexpr,
-                 TILE: tl.constexpr):  # fmt: skip
-    """``_fold_records`` with the keys and values read from shared memory (records in logical order); the
-    same pinned ``_update`` on the same data, so bitwise the same states."""
-    p = start & (L - 1)
-    g_n = gl.load(rg + p)
-    b_n = gl.load(rb + p)
+def _fold_staged(h, ks, vs, gs, bs, n, row0: tl.constexpr, BV: tl.constexpr, TILE: tl.constexpr):
+    """``_fold_records`` with the keys, values, gates and betas read from shared memory (records in logical
+    order); the same pinned ``_update`` on the same data, so bitwise the same states."""
+    ONE: tl.constexpr = gl.SliceLayout(1, TILE)
     for j in range(0, n):
-        g, beta = g_n, b_n
-        p = (start + gl.minimum(j + 1, n - 1)) & (L - 1)
-        g_n = gl.load(rg + p)
-        b_n = gl.load(rb + p)
+        g = gl.sum(gs.index(j).load(ONE), axis=0)
+        beta = gl.sum(bs.index(j).load(ONE), axis=0)
         khat = gl.expand_dims(ks.index(j).load(gl.SliceLayout(0, TILE)), 0)
         v = vs.index(j).slice(row0, BV).load(gl.SliceLayout(1, TILE)).to(gl.float32)
         h = _update(h, khat, v, gl.exp(g), beta)
@@ -127,8 +129,8 @@ def _gdn_replay_verify_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
     BV: tl.constexpr, BVP: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr, STAGES: tl.constexpr,
     TILE: tl.constexpr, L3: tl.constexpr, M2: tl.constexpr, CPT: tl.constexpr, CP2: tl.constexpr,
-    CP3: tl.constexpr, CPV: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr, ROWS1: tl.constexpr,
-    PRE: tl.constexpr, SMEM_PRE: tl.constexpr,
+    CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
+    ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr,
 ):  # fmt: skip
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -157,6 +159,8 @@ def _gdn_replay_verify_kernel(
     gb_s = gl.allocate_shared_memory(gl.float32, [4, BT], SMEM)  # e^G_s, beta_s, e^Gt, -
     fold_k = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a folding row's history keys
     fold_v = gl.allocate_shared_memory(v.dtype.element_ty, [L, BVP], SMEM)  # ... and its values
+    fold_g = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... its gates
+    fold_b = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... and its betas
 
     if slot < 0:
         gl.store(p_o, gl.zeros([BVP, BT], gl.float32, layout=EPI).to(o.dtype.element_ty), mask=live_e)
@@ -175,8 +179,8 @@ def _gdn_replay_verify_kernel(
             rg = ring_g + (s64 * HV + i_hv) * L
             rb = ring_beta + (s64 * HV + i_hv) * L
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, fold_k, fold_v, chunks, BVP, BV, K, V, L, TILE,
-                       CP2, CPV, ROWS1, PRE, SMEM_PRE)  # fmt: skip
+            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, fold_k, fold_v, fold_g, fold_b, chunks, BVP, BV,
+                       K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
 
