@@ -87,7 +87,7 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_s
         if kernel in o:
             cfg, explicit = o[kernel], True
             break
-    if split_small and not explicit and programs < 4 * _sm_count(device):
+    if split_small and not explicit and programs < 4 * sm_count(device):
         cfg = SMALL_BATCH_VERIFY
     warps, rpt = cfg.num_warps, cfg.rows_per_thread
     while tile_rows(warps, rpt) > V and rpt > 1:  # small heads (tests): shrink the tile to fit
@@ -99,7 +99,7 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_s
         raise ValueError(f"V={V} must be a multiple of {rows} rows (a power of two >= 8)")
     bvp = cfg.rows_per_program or (V if split_small else rows)
     if split_small and not cfg.rows_per_program:
-        while bvp > max(rows, ROW_LANES * 4) and programs * (V // bvp) < 4 * _sm_count(device):
+        while bvp > max(rows, ROW_LANES * 4) and programs * (V // bvp) < 4 * sm_count(device):
             bvp //= 2
     bvp = max(rows, min(V, bvp))
     if split_small:  # the verify streams one row per thread: no more warps than a program has rows for
@@ -111,7 +111,7 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_s
     return Launch(tile_layout(warps, rpt), warps, rows, bvp, V // bvp, cfg.stages, cfg.k_chunk)
 
 
-def _sm_count(device: torch.device) -> int:
+def sm_count(device: torch.device) -> int:
     """Streaming multiprocessors of ``device`` (132 on an H200); 1 on the CPU (interpreter)."""
     if device.type != "cuda":
         return 1

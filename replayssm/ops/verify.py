@@ -34,7 +34,7 @@ from ._validate import (
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import Ring
 from .verify_kernel import _gdn_replay_verify_kernel
-from .verify_prep import META_FIELDS, PREP_WARPS, _window_prep_kernel
+from .verify_prep import META_FIELDS, _window_prep_kernel, prep_warps
 
 
 def check_ring_matches(ring, S, H, HV, K, V, device, dtype) -> None:
@@ -230,10 +230,11 @@ def gdn_replay_verify(
     GB = torch.empty(B, HV, 4, BT, dtype=torch.float32, device=dev)
     CW = torch.empty(B, HV, L, 2 * BT, dtype=torch.float32, device=dev)
     GP = triton.next_power_of_2(HV // H)
+    pw = prep_warps(B * H, launch.sm_count(dev), BT)
     _window_prep_kernel[(H, B)](
         q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
-        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, PREP_WARPS),
-        _SMEM, num_warps=PREP_WARPS,
+        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, pw), _SMEM,
+        num_warps=pw,
     )  # fmt: skip
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     KC = min(ln.k_chunk, K)

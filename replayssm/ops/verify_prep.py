@@ -1,6 +1,6 @@
 """First launch of ``gdn_replay_verify``: everything of a window that does not need the checkpoint.
 
-One program per (request, key head), ``PREP_WARPS`` warps. What it stages lets the main kernel
+One program per (request, key head), ``prep_warps`` warps. What it stages lets the main kernel
 (``verify_kernel``) start streaming its checkpoint after a single round trip to memory, with no dependent
 loads after it:
 
@@ -32,7 +32,16 @@ from ._pinned import _gating, _l2norm
 
 META_FIELDS = 8  # slot, bos, T, write_pos, base, flush, epoch, (unused)
 META_ROW = tl.constexpr(META_FIELDS)  # the same, readable inside kernels
-PREP_WARPS = 4
+
+
+def prep_warps(programs: int, sm_count: int, BT: int) -> int:
+    """Warps per prep program. Many programs (at least two per SM): one warp, the fewest instructions per
+    program (H200, T=4, B=256: 38.7 us with one warp, 54.5 with two, 84.4 with four). Few programs: the
+    latency of one program is the launch's, so its work is spread (B=8: 4.9 us with two warps at T <= 4, 4.0
+    with four at T=8, against 6.0 and 6.9 with one). bench/results/2026-12-01b-h200/ has the sweep."""
+    if programs >= 2 * sm_count:
+        return 1
+    return 4 if BT >= 8 else 2
 
 
 @jit
