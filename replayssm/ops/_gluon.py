@@ -93,6 +93,7 @@ def _shim() -> types.SimpleNamespace:
         _gl.SliceLayout,
         _gl.SwizzledSharedLayout,
     )
+    ns.NVMMADistributedLayout, ns.DotOperandLayout = _gl.NVMMADistributedLayout, _gl.DotOperandLayout
 
     def route(name):
         def f(*args, **kwargs):
@@ -150,14 +151,20 @@ def _async_copy_shim() -> types.SimpleNamespace:
     )
 
 
+def _mma_v2_shim(a, b, acc, input_precision=None):
+    """The tensor-core product for the interpreter: an fp32 ``dot`` (layouts and TF32 rounding are GPU-only)."""
+    return tl.dot(a, b, acc, input_precision="ieee")
+
+
 if INTERPRET:
     gl = _shim()
     async_copy = _async_copy_shim()
+    mma_v2 = _mma_v2_shim
     jit = triton.jit
 else:
-    from triton.experimental.gluon.language.nvidia.ampere import async_copy
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 
     gl = _gl
     jit = _gluon.jit
 
-__all__ = ["INTERPRET", "async_copy", "gl", "jit"]
+__all__ = ["INTERPRET", "async_copy", "gl", "jit", "mma_v2"]

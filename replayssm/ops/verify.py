@@ -20,7 +20,7 @@ import triton
 
 from . import launch
 from ._common import use_triton
-from ._gluon import gl
+from ._gluon import INTERPRET, gl
 from ._pinned import gating_reference, l2norm_reference, tile_layout
 from ._validate import (
     check_cu_seqlens,
@@ -166,6 +166,35 @@ def _main_layouts(ln: launch.Launch, BT: int, KC: int):
     return l3, m2, cpt, cp2, cp3, cpv, cpg
 
 
+# 128 registers: four 4-warp programs per SM (the compiler's own choice, 139-146, leaves three); no spills at T <= 4
+_MAXNREG = {} if INTERPRET else {"maxnreg": 128}
+
+
+def _tensor_cores(ln: launch.Launch, BT: int, KC: int, stages: int, device: torch.device):
+    """(on, NX, layout) of the window dots on tensor cores: on a GPU with TF32 ``mma.sync`` (compute capability
+    >= 8.0), at least one 16-row MMA tile per warp and chunks of at least 16 columns; NX = the 2BT window
+    vectors padded to the 8-wide tile."""
+    W = ln.num_warps
+    nx = max(2 * BT, 8)
+    on = use_tensor_cores(device) and ln.rows_per_program >= 16 * W and KC >= 16
+    on = on and stages * KC >= nx  # the dots leave the loop through the chunk buffer
+    nx = nx if on else 2 * BT
+    return on, nx, gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1], instr_shape=[16, 8])
+
+
+def use_tensor_cores(device: torch.device) -> bool:
+    """The verify's window dots run on tensor cores (TF32 x 3) on CUDA devices of compute capability >= 8.0;
+    ``REPLAYSSM_VERIFY_TC=0`` keeps them on FMA units (a switch for benchmarks and comparisons). In the CPU
+    interpreter the tensor-core path runs as an fp32 ``dot``."""
+    import os
+
+    if os.environ.get("REPLAYSSM_VERIFY_TC", "1") == "0":
+        return False
+    if device.type != "cuda":
+        return True
+    return torch.cuda.get_device_capability(device) >= (8, 0)
+
+
 def _chunk_smem(KC: int):
     """[rows, KC] fp32 chunks, 16-byte vectors XOR-swizzled by row: a warp reading one vector of 8 consecutive
     rows touches every bank once."""
@@ -241,9 +270,11 @@ def gdn_replay_verify(
     stages = max(1, min(ln.stages, K // KC))
     # a folding program copies its next state block into the idle chunk buffer while it folds, when it fits
     pre = ln.rows_per_program > ln.rows and ln.rows * K <= stages * ln.rows_per_program * KC
+    tc, nx, mma = _tensor_cores(ln, BT, KC, stages, dev)
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         v, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, META, X, GA, GB, CW,
         H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
-        *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, num_warps=ln.num_warps,
+        *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma,
+        num_warps=ln.num_warps, **_MAXNREG,
     )  # fmt: skip
     return o

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
-from ._gluon import async_copy, gl, jit
+from ._gluon import async_copy, gl, jit, mma_v2
 from ._pinned import MARK, _update
 from .verify_prep import META_ROW
 
@@ -110,6 +110,14 @@ def _fold_staged(h, ks, vs, gs, bs, n, row0: tl.constexpr, BV: tl.constexpr, TIL
 
 
 @jit
+def _tf32_parts(x):
+    """(hi, lo) of fp32 x: hi keeps the 19 bits a TF32 tensor-core product reads, lo = x - hi (exact); hi*y_hi +
+    hi*y_lo + lo*y_hi is the fp32 product up to ~2^-21 relative."""
+    hi = (x.to(gl.int32, bitcast=True) & -8192).to(gl.float32, bitcast=True)
+    return hi, x - hi
+
+
+@jit
 def _window_outputs(dk, dq, v_raw, live_e, tok, a_s, pt_s, eg, beta, BT: tl.constexpr, EPI: tl.constexpr):
     """U = (I + A)^-1 beta (v - e^G S_prev k^) and o = e^G S_prev q^ + P U for [rows, BT] tensors in ``EPI``."""
     U = beta * (gl.where(live_e, v_raw.to(gl.float32), 0.0) - eg * dk)
@@ -130,7 +138,8 @@ def _gdn_replay_verify_kernel(
     BV: tl.constexpr, BVP: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr, STAGES: tl.constexpr,
     TILE: tl.constexpr, L3: tl.constexpr, M2: tl.constexpr, CPT: tl.constexpr, CP2: tl.constexpr,
     CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
-    ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr,
+    ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
+    MMA: tl.constexpr,
 ):  # fmt: skip
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -150,7 +159,7 @@ def _gdn_replay_verify_kernel(
     p_o = o + (gl.expand_dims(tok64, 0) * HV + i_hv) * V + gl.expand_dims(rows_e, 1)
 
     chunks = gl.allocate_shared_memory(gl.float32, [STAGES, BVP, KC], SMEM_CHUNK)
-    xs = gl.allocate_shared_memory(gl.float32, [2 * BT, K], SMEM)  # window vectors
+    xs = gl.allocate_shared_memory(gl.float32, [NX, K], SMEM)  # window vectors (rows past 2BT: MMA padding)
     us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
     cs = gl.allocate_shared_memory(gl.float32, [L, 2 * BT], SMEM)  # weighted history dots
     vw = gl.allocate_shared_memory(v.dtype.element_ty, [BT, BVP], SMEM)  # the window's values
@@ -158,7 +167,10 @@ def _gdn_replay_verify_kernel(
     pt_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # P[s, r] stored as [r, s]
     gb_s = gl.allocate_shared_memory(gl.float32, [4, BT], SMEM)  # e^G_s, beta_s, e^Gt, -
     fold_k = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a folding row's history keys
-    fold_v = gl.allocate_shared_memory(v.dtype.element_ty, [L, BVP], SMEM)  # ... and its values
+    if ring_u.dtype.element_ty.primitive_bitwidth >= v.dtype.element_ty.primitive_bitwidth:
+        fold_v = us._reinterpret(v.dtype.element_ty, [L, BVP], SMEM)  # ... and its values (folded before us fills)
+    else:
+        fold_v = gl.allocate_shared_memory(v.dtype.element_ty, [L, BVP], SMEM)
     fold_g = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... its gates
     fold_b = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... and its betas
 
@@ -193,7 +205,7 @@ def _gdn_replay_verify_kernel(
         x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
         head = i_b.to(gl.int64) * H + i_h
         async_copy.async_copy_global_to_shared(
-            xs, X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
+            xs.slice(0, 2 * BT, dim=0), X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
         )
         j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
         r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
@@ -216,23 +228,43 @@ def _gdn_replay_verify_kernel(
         i4 = gl.arange(0, 4, layout=gl.SliceLayout(1, M2))
         gb_s.store(gl.load(GB + vh * (4 * BT) + gl.expand_dims(i4, 1) * BT + gl.expand_dims(i1, 0)))
 
-        # S0 x for the window vectors, a chunk of K at a time, rows in-thread.
-        acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
-        acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+        # S0 x for the window vectors, a chunk of K at a time: on tensor cores (three TF32 products of hi/lo parts,
+        # fp32-accurate) or as in-thread FMA rows.
+        if TC:
+            DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
+            DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=1)
+            acc = gl.zeros([BVP, NX], gl.float32, layout=MMA)
+        else:
+            acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+            acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
         for c in gl.static_range(NC):
             async_copy.wait_group(STAGES - 1)
             gl.thread_barrier()
             buf = chunks.index(c % STAGES)
-            for ks in gl.static_range(0, KC, KS):
-                h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
-                xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))  # [BT, KS]
-                xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
-                acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
-                acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
+            if TC:
+                for ks in gl.static_range(0, KC, 16):
+                    a_hi, a_lo = _tf32_parts(buf.slice(ks, 16, dim=1).load(DA))  # [BVP, 16]
+                    b_hi, b_lo = _tf32_parts(xs.slice(c * KC + ks, 16, dim=1).permute((1, 0)).load(DB))  # [16, NX]
+                    acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
+                    acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
+                    acc = mma_v2(a_hi, b_hi, acc, input_precision="tf32")
+            else:
+                for ks in gl.static_range(0, KC, KS):
+                    h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
+                    xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))  # [BT, KS]
+                    xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
+                    acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
+                    acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
             gl.thread_barrier()  # every warp is done with this stage: refill it
             if c + STAGES < NC:
                 async_copy.async_copy_global_to_shared(chunks.index(c % STAGES), c_ptr + (c + STAGES) * KC)
             async_copy.commit_group()
+        if TC:  # to the window math's layout (a row per thread) through the (now idle) chunk buffer
+            acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)
+            acc_s.store(acc)
+            gl.thread_barrier()
+            acc_k = acc_s.slice(0, BT, dim=1).load(EPI)
+            acc_q = acc_s.slice(BT, BT, dim=1).load(EPI)
 
         # 3. The history term, then the window.
         eh = gb_s.slice(2, 1, dim=0).load(EPI)  # [1, BT]: e^Gt
