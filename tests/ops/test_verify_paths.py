@@ -1,0 +1,65 @@
+"""The verify's launch-time choices: the prep's warps, and the window dots on tensor cores or FMA rows.
+
+Both paths of the window dots run the same kernel source; in the interpreter the tensor-core path is an fp32
+``dot`` of the hi/lo parts (the TF32 rounding is GPU-only, checked by tests/gpu against the reference)."""
+
+import pytest
+import torch
+
+from replayssm.ops import gdn_replay_verify, launch
+from replayssm.ops.verify import _tensor_cores, use_tensor_cores
+from replayssm.ops.verify_prep import prep_warps
+from tests.helpers.chain import Chain, call
+from tests.helpers.gdn64 import rel_err
+from tests.helpers.inputs import make_gdn_inputs, slot_tensor
+
+CPU = torch.device("cpu")
+
+
+def test_prep_warps_follow_the_number_of_programs():
+    assert prep_warps(16 * 256, 132, 4) == 1  # B=256: the fewest instructions per program
+    assert prep_warps(16 * 64, 132, 8) == 1
+    assert prep_warps(16 * 8, 132, 4) == 2  # B=8: spread one program's latency
+    assert prep_warps(16 * 8, 132, 8) == 4
+    assert prep_warps(2 * 132 - 1, 132, 1) == 2 and prep_warps(2 * 132, 132, 1) == 1
+
+
+def test_tensor_cores_only_where_the_mma_tile_is_full(monkeypatch):
+    monkeypatch.delenv("REPLAYSSM_VERIFY_TC", raising=False)
+    ln = launch.resolve("verify", 128, 64, CPU, split_small=True)  # 4 warps, 128 rows per program
+    assert _tensor_cores(ln, 4, 32, 2, CPU)[:2] == (True, 8)
+    assert _tensor_cores(ln, 8, 32, 2, CPU)[:2] == (True, 16)
+    assert _tensor_cores(ln, 2, 32, 2, CPU)[:2] == (False, 4)  # 2BT < 8 would leave MMA columns idle
+    assert _tensor_cores(ln, 4, 8, 4, CPU)[0] is False  # chunks narrower than one 16-column MMA step
+    assert _tensor_cores(ln, 16, 16, 1, CPU)[0] is False  # the dots leave through the chunk buffer: too small
+    small = launch.resolve("verify", 16, 64, CPU, split_small=True)
+    assert _tensor_cores(small, 4, 16, 1, CPU)[0] is (small.rows_per_program >= 16 * small.num_warps)
+    monkeypatch.setenv("REPLAYSSM_VERIFY_TC", "0")
+    assert use_tensor_cores(CPU) is False and _tensor_cores(ln, 4, 32, 2, CPU)[:2] == (False, 8)
+
+
+@pytest.mark.parametrize("tc", ["0", "1"])
+def test_both_paths_of_the_window_dots_match_the_reference(tc, monkeypatch, device):
+    """T=4 (the tensor-core path when on) with history on some rows and a fold on another, fp32."""
+    monkeypatch.setenv("REPLAYSSM_VERIFY_TC", tc)
+    H, HV, K, V, T, L = 2, 4, 32, 32, 4, 8
+    c = Chain(4, H, HV, K, V, T=T, L=L, dtype=torch.float32, device=device, impl="reference", seed=11)
+    rng = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        lens = [int(torch.randint(1, T + 1, (1,), generator=rng)) for _ in range(4)]
+        c.verify([0, 1, 2, 3], lens)
+        c.commit([int(torch.randint(1, n + 1, (1,), generator=rng)) for n in lens])
+    c.ring.cursors.flush[1] = 1
+    slots, lens = [1, 0, 3, 2], [4, 3, 4, 1]
+    x = make_gdn_inputs(lens, H, HV, K, V, dtype=torch.float32, device=device)
+    res = {}
+    for impl in ("triton", "reference"):
+        ck, ring = c.checkpoint.clone(), c.ring.clone()
+        out = torch.full_like(x["v"], float("nan"))
+        call(gdn_replay_verify, x, checkpoint=ck, ring=ring, slots=slot_tensor(slots, device), out=out, impl=impl)
+        res[impl] = (out, ck, ring)
+    (o, ck, rg), (o_r, ck_r, rg_r) = res["triton"], res["reference"]
+    assert not torch.isnan(o).any()
+    assert rel_err(o, o_r) < 1e-5
+    assert rel_err(ck, ck_r) < 1e-5
+    assert rel_err(rg.u.nan_to_num(), rg_r.u.nan_to_num()) < 1e-5
