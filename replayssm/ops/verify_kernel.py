@@ -5,14 +5,16 @@ small to fill the GPU). It reads its row of ``META`` (staged by ``verify_prep``)
 then never waits on a dependent load again:
 
 1. a flushing row first folds its history into the checkpoint, block by block on the pinned
-   ``tile_layout`` with ``_fold_records`` (bitwise the baseline), writes the blocks back and marks them
+   ``tile_layout`` with ``_update`` (bitwise the baseline), writes the blocks back and marks them
    (a retry of the step finds the marks and does not fold again); it then runs step 2 on the folded
    state with an empty history;
 2. the checkpoint streams through shared memory in ``[BVP, KC]`` column chunks with ``cp.async``,
    ``STAGES`` chunks in flight, the step's vectors (window vectors, weighted history dots, history
-   update vectors, the window's values) arriving with the first. Each thread owns whole rows: its
-   ``S0 x`` dots for the 2T window vectors accumulate in registers over the chunks (fp32 FMA, no
-   cross-lane reduction), in the ``[rows, T]`` layout the window math uses;
+   update vectors, the window's values) arriving with the first. The ``S0 x`` dots of the 2T window
+   vectors: with ``TC``, three TF32 tensor-core products of hi/lo parts (``_tf32_parts``, fp32-accurate),
+   then through shared memory to the ``[rows, T]`` layout the window math uses (a row per thread);
+   without, each thread owns whole rows and accumulates them in registers over the chunks (fp32 FMA, no
+   cross-lane reduction), already in that layout;
 3. ``S_prev x = e^Gt S0 x + sum_j u_j CW_j``, then per row, in-thread over the window:
    ``R = beta (v - e^G S_prev k^)``, ``U = (I + A)^-1 R`` by forward substitution, ``o = e^G S_prev q^
    + P U``; the window's ``u`` and raw ``v`` appended to the ring.
