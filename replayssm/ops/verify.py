@@ -15,6 +15,8 @@ positions ``write_pos .. write_pos + T - 1``; ``ring_commit`` later decides how 
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 
@@ -188,8 +190,6 @@ def use_tensor_cores(device: torch.device) -> bool:
     """The verify's window dots run on tensor cores (TF32 x 3) on CUDA devices of compute capability >= 8.0;
     ``REPLAYSSM_VERIFY_TC=0`` keeps them on FMA units (a switch for benchmarks and comparisons). In the CPU
     interpreter the tensor-core path runs as an fp32 ``dot``."""
-    import os
-
     if os.environ.get("REPLAYSSM_VERIFY_TC", "1") == "0":
         return False
     if device.type != "cuda":
