@@ -70,10 +70,13 @@ def time_graph(
     """Median over ``trials`` of the mean seconds per replay; each trial is ``replays`` back-to-back
     replays, by default as many as last about ``target_s``.
 
-    The graph is first replayed for about ``warmup_s``: a GPU that idled while the host built the step
-    (gates, allocation, capture) runs its first milliseconds of work at lower clocks, which the first
-    backend timed after a pause would otherwise pay alone (measured on an H200: our recurrent step
-    2,200 us when timed first in a point, 1,948 us when timed after other work; bench/NOTES.md)."""
+    The graph is first replayed for about ``warmup_s``. Measured on an H200 (bench/NOTES.md, 2026-12-01 third
+    session): a GPU that idled while the host built the step (gates, allocation, capture) starts at low clocks, so
+    the first backend timed after a pause paid alone (our recurrent step: 2,200 us timed first in a point, 1,958
+    us after a warm-up); and a sustained step reaches the 700 W power cap within about a second, after which the
+    clocks dip periodically, so a compute-heavy step is faster in its first ~100 ms than sustained (our pure-flush
+    step: 901-907 us at the start, ~935 us between dips, up to ~1,150 us in a dip). The warm-up moves every
+    backend towards its sustained speed; the median over ``trials`` keeps single dips out."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def trial(n: int) -> float:
@@ -92,9 +95,10 @@ def time_graph(
 
 
 class GraphTimer:
-    """Seconds per call of a step, captured in a CUDA graph and replayed (the step may mutate state)."""
+    """Seconds per call of a step, captured in a CUDA graph and replayed (the step may mutate state): the median of
+    ``trials`` trials after a warm-up (``time_graph``)."""
 
-    def __init__(self, target_s: float = 0.04, trials: int = 3):
+    def __init__(self, target_s: float = 0.04, trials: int = 5):
         self.target_s, self.trials = target_s, trials
 
     def __call__(self, step) -> float:
