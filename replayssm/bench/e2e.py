@@ -48,6 +48,7 @@ class E2EConfig:
     peak: bool = False  # the peak-throughput search (bench.peak) after the rows
     peak_steps: int = 8
     draft_head: str = "auto"  # replay-mtp: the drafter's LM head ("auto", "model", "fp8"; engine/draft_head.py)
+    draft_vocab: int | None = None  # replay-mtp: draft only the N lowest token ids (None: the whole vocabulary)
 
 
 def _free():
@@ -99,7 +100,7 @@ def _runner(model, mode, C, cfg: E2EConfig, max_len, kv_tokens=None):
                                            ring_len=cfg.ring_len, cuda_graphs=True, validate=False,
                                            kv_tokens=kv_tokens,
                                            device_drafter="mtp" if mode == "replay-mtp" else None,
-                                           draft_head=cfg.draft_head))  # fmt: skip
+                                           draft_head=cfg.draft_head, draft_vocab=cfg.draft_vocab))  # fmt: skip
 
 
 def _draft_ms(runner: ModelRunner, C: int) -> float:
@@ -188,6 +189,7 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int 
         row["rest_ms"] = row["step_ms_median"] - row["gdn_state_ms"] - row["commit_ms"] - row["draft_ms"]
     if runner.drafter is not None:
         row["draft_head"] = runner.drafter.head.kind
+        row["draft_vocab"] = runner.drafter.head.vocab
     del eng, runner
     _free()
     return row

@@ -39,6 +39,13 @@ def add_parser(sub) -> None:
     )
     e.add_argument("--draft-head", choices=["auto", "model", "fp8"], default="auto",
                    help="replay-mtp: the drafter's LM head (auto: fp8 on Hopper/Ada, else the model's)")  # fmt: skip
+    e.add_argument(
+        "--draft-vocab",
+        type=integer(1),
+        default=None,
+        metavar="N",
+        help="replay-mtp: the drafter proposes only the N lowest token ids (default: the whole vocabulary)",
+    )
     e.add_argument("--peak-steps", type=integer(1), default=8, help="timed engine iterations per --peak point")
     e.add_argument("--no-phases", action="store_true", help="skip timing the GDN state work alone (faster)")
     add_out(e, "e2e")
@@ -71,6 +78,7 @@ def run_e2e(args) -> int:
                     prompt_len=args.prompt_len, steps=args.steps, window=args.window,
                     mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
                     capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes), phases=not args.no_phases,
-                    peak=args.peak, peak_steps=args.peak_steps, draft_head=args.draft_head)  # fmt: skip
+                    peak=args.peak, peak_steps=args.peak_steps, draft_head=args.draft_head,
+                    draft_vocab=args.draft_vocab)  # fmt: skip
     run_e2e(cfg, args.out, tag=args.tag)
     return 0

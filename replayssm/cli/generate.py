@@ -19,6 +19,13 @@ def add_parser(sub) -> None:
     g.add_argument("--drafter", choices=["auto", "mtp", "ngram", "none"], default="auto",
                    help="draft with the model's MTP head, n-gram prompt lookup, or not at all (auto: MTP when the "
                         "checkpoint has a head, else n-gram)")  # fmt: skip
+    g.add_argument(
+        "--draft-vocab",
+        type=integer(1),
+        default=None,
+        metavar="N",
+        help="the MTP drafter proposes only the N lowest token ids (a smaller draft head; default: all)",
+    )
     g.add_argument("--window", type=integer(1, 64), default=4, help="window length T (1 = plain decode)")
     g.add_argument("--ring", type=pow2(2), default=16, help="ring length L: a power of two >= 2 x --window")
     g.add_argument("--max-new-tokens", type=integer(1), default=128)
@@ -40,7 +47,8 @@ def _load(args, dev, folder):
     with progress(size, f"loading {folder.name}", unit="B", unit_scale=True) as bar:
         try:
             return LLM(folder, backend=args.backend, window=args.window, ring_len=args.ring, device=dev,
-                       drafter=args.drafter, max_len=args.max_len, load_progress=bar.update)  # fmt: skip
+                       drafter=args.drafter, max_len=args.max_len, draft_vocab=args.draft_vocab,
+                       load_progress=bar.update)  # fmt: skip
         except MTPUnavailableError as e:
             raise UsageError(f"--drafter mtp: {e.reason}; use --drafter ngram (or auto)") from e
         except (ValueError, OSError) as e:  # an unsupported config.json, missing or mis-shaped weights
@@ -64,6 +72,10 @@ def _check_max_len(args, folder) -> None:
 
 def run(args) -> int:
     check_ring(args.ring, args.window)
+    if args.draft_vocab is not None and args.drafter in ("ngram", "none"):
+        raise UsageError(
+            f"--draft-vocab: only with the MTP drafter (--drafter mtp or auto), got --drafter {args.drafter}"
+        )
     if args.window == 1 and args.drafter in ("mtp", "ngram"):
         raise UsageError(f"--drafter {args.drafter} needs --window >= 2 (it drafts --window - 1 tokens); --window 1 "
                          "is plain decoding: use --drafter none (or auto)")  # fmt: skip

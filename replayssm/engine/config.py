@@ -25,8 +25,10 @@ class RunnerConfig:
     automatically with CUDA graphs). ``shadow_backend``: a second pool fed the same inputs (``LockstepPool``),
     for bitwise checks. ``kv_tokens``: paged KV memory shared by all slots, in tokens (None: ``max_len`` for
     every slot); ``page_size``: a KV cache page, in tokens. ``device_drafter="mtp"``: draft inside the step with
-    the model's MTP head (window >= 2); ``draft_head``: that drafter's LM head, "model", "fp8" or "auto"
-    (``engine/draft_head.py``). Errors name the field as the caller passed it (``window=``, ...)."""
+    the model's MTP head (window >= 2); ``draft_head``: that drafter's LM head, "model", "fp8" or "auto";
+    ``draft_vocab``: the tokens it may draft, None (all), an int N (the N lowest ids) or a tuple of token ids
+    (``engine/draft_head.py``; any sequence or 1-d tensor is stored as a tuple). Errors name the field as the
+    caller passed it (``window=``, ...)."""
 
     backend: str = "replay"
     max_slots: int = 16
@@ -40,8 +42,19 @@ class RunnerConfig:
     page_size: int = 64
     device_drafter: str | None = None
     draft_head: str = "auto"
+    draft_vocab: int | tuple[int, ...] | None = None
 
     def __post_init__(self):
+        dv = self.draft_vocab
+        if dv is not None and not is_int(dv):
+            if isinstance(dv, (str, bytes, bool, float)) or not hasattr(dv, "__iter__"):
+                raise TypeError(f"draft_vocab={dv!r}: must be None, an int or a sequence of token ids")
+            ids = dv.tolist() if isinstance(dv, torch.Tensor) else list(dv)
+            if not ids or not all(is_int(i) for i in ids):
+                raise ValueError("draft_vocab: a sequence of token ids must be non-empty and hold only ints")
+            object.__setattr__(self, "draft_vocab", tuple(int(i) for i in ids))
+        elif is_int(dv) and dv < 1:
+            raise ValueError(f"draft_vocab={dv}: must be >= 1")
         for name in ("max_slots", "max_len", "window", "ring_len", "page_size"):
             val = getattr(self, name)
             if not is_int(val) or val < 1:

@@ -53,7 +53,9 @@ class LLM:
     when a GPU is present, else CPU/fp32.
     ``max_slots`` bounds concurrent requests, ``max_len`` their length (at most the model's
     ``max_position_embeddings``; KV memory for it is allocated up front). ``shadow_backend``: run a second
-    GDN state pool of that backend in lockstep (``runner.states_equal``). ``load_progress(nbytes)`` is called
+    GDN state pool of that backend in lockstep (``runner.states_equal``). ``draft_vocab``: the tokens the MTP
+    drafter may propose, None (all), an int N (the N lowest ids) or a sequence of token ids (engine/draft_head.py;
+    the output stays exact, only acceptance can change). ``load_progress(nbytes)`` is called
     as each weight file of a model folder has been read.
     """
 
@@ -61,7 +63,7 @@ class LLM:
                  drafter: str | HostDrafter = "auto", device=None, dtype=None, max_slots: int = 16,
                  max_len: int = 2048,
                  ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None,
-                 load_progress=None):  # fmt: skip
+                 draft_vocab=None, load_progress=None):  # fmt: skip
         custom = not isinstance(drafter, str)
         if custom and not isinstance(drafter, HostDrafter):
             raise TypeError(f"drafter must be one of {DRAFTERS} or an object with propose(context, k), got "
@@ -71,7 +73,7 @@ class LLM:
                              f"{drafter!r}")  # fmt: skip
         # checked before the (slow) load: errors name the argument as passed (window=, ring_len=, ...)
         RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window, ring_len=ring_len,
-                     cuda_graphs=cuda_graphs, shadow_backend=shadow_backend)  # fmt: skip
+                     cuda_graphs=cuda_graphs, shadow_backend=shadow_backend, draft_vocab=draft_vocab)  # fmt: skip
         if window > MAX_WINDOW:
             raise ValueError(f"window={window}: must be from 1 to {MAX_WINDOW} (as the CLI's --window)")
         if (custom or drafter in ("mtp", "ngram")) and window < 2:
@@ -100,7 +102,7 @@ class LLM:
         self.drafter = drafter
         self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
                                           ring_len=ring_len, cuda_graphs=cuda_graphs,
-                                          shadow_backend=shadow_backend,
+                                          shadow_backend=shadow_backend, draft_vocab=draft_vocab,
                                           device_drafter="mtp" if drafter == "mtp" else None)  # fmt: skip
         self.runner = ModelRunner(self.model, self.runner_config)
 

@@ -23,9 +23,11 @@ from .draft_head import draft_head
 
 
 class MTPDrafter:
-    """``engine.drafter.DeviceDrafter`` with the model's MTP head, over ``num_slots`` slots, window ``window``."""
+    """``engine.drafter.DeviceDrafter`` with the model's MTP head, over ``num_slots`` slots, window ``window``;
+    ``head`` and ``vocab``: the LM head it drafts with and its draft vocabulary (``engine/draft_head.py``)."""
 
-    def __init__(self, model: HybridLM, *, num_slots: int, max_len: int, window: int, head: str = "auto"):
+    def __init__(self, model: HybridLM, *, num_slots: int, max_len: int, window: int, head: str = "auto",
+                 vocab=None):  # fmt: skip
         if model.mtp is None:
             raise ValueError("the model has no MTP head: load it with load_model(..., mtp=True)")
         if window < 2:
@@ -33,7 +35,7 @@ class MTPDrafter:
         p = next(model.parameters())
         mc = model.config
         self.model, self.window = model, window
-        self.head = draft_head(model.lm_head, head)  # picks the draft tokens (engine/draft_head.py)
+        self.head = draft_head(model.lm_head, head, vocab)  # picks the draft tokens (engine/draft_head.py)
         self.kv = KVCache(1, num_slots, max_len, mc.num_kv_heads, mc.head_dim, dtype=p.dtype, device=p.device)
         S, dev = num_slots, p.device
         self.hidden = torch.zeros(S + 1, window, mc.hidden_size, dtype=p.dtype, device=dev)  # last window's

@@ -62,7 +62,7 @@ class ModelRunner:
         self.drafter: MTPDrafter | None = None  # its propose/observe/commit run inside the step (``_forward``)
         if cfg.device_drafter is not None:
             self.drafter = MTPDrafter(model, num_slots=cfg.max_slots, max_len=cfg.max_len, window=cfg.window,
-                                      head=cfg.draft_head)  # fmt: skip
+                                      head=cfg.draft_head, vocab=cfg.draft_vocab)  # fmt: skip
         self._graphs: dict[tuple, tuple] = {}
         self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._in_flight: tuple[torch.Tensor, list[int], int] | None = None  # (slots on the device, on the host, T)

@@ -4,7 +4,7 @@ emitted: greedy speculative output with fp8 drafts equals plain decode."""
 import pytest
 import torch
 
-from replayssm.engine.draft_head import FP8Head, ModelHead, draft_head, quantize_rows
+from replayssm.engine.draft_head import FP8Head, ModelHead, draft_head, draft_ids, quantize_rows
 from replayssm.engine.engine import Engine
 from replayssm.engine.runner import ModelRunner, RunnerConfig
 from replayssm.models.loader import load_model
@@ -67,3 +67,83 @@ def test_fp8_drafts_keep_greedy_output_exact():
     plain.run()
     assert out["fp8"] == out["model"] == [r.generated for r in plain.requests]
     assert acc["fp8"] >= 0.9 * acc["model"], acc
+
+
+def test_draft_ids():
+    assert draft_ids(None, 259) is None
+    assert draft_ids(259, 259) is None and draft_ids(10**6, 259) is None  # N >= the vocabulary: all of it
+    assert torch.equal(draft_ids(5, 259), torch.arange(5))
+    assert torch.equal(draft_ids([7, 3, 200], 259), torch.tensor([7, 3, 200]))
+    assert torch.equal(draft_ids(torch.tensor([4, 2], dtype=torch.int32), 259), torch.tensor([4, 2]))
+    for bad, err, msg in [(0, ValueError, ">= 1"), (-3, ValueError, ">= 1"), ([], ValueError, "non-empty"),
+                          ([1, 1], ValueError, "repeated"), ([3, 259], ValueError, r"outside \[0, 259\)"),
+                          ([-1], ValueError, "outside"), ([1.5], ValueError, "ints"), (True, TypeError, "None, an int"),
+                          ("abc", TypeError, "None, an int")]:  # fmt: skip
+        with pytest.raises(err, match=msg):
+            draft_ids(bad, 259)
+
+
+@pytest.mark.parametrize("kind", ["model", "fp8"])
+def test_draft_vocab_picks_the_argmax_over_its_tokens(kind):
+    """With a draft vocabulary the head returns token ids of that vocabulary: the argmax of the restricted
+    product (the fp8 head: of its quantised restricted product), mapped back to ids."""
+    g = torch.Generator().manual_seed(2)
+    lm = torch.nn.Linear(64, 512, bias=False)
+    with torch.no_grad():
+        lm.weight.copy_(torch.randn(512, 64, generator=g))
+    h = torch.randn(40, 64, generator=g)
+    ids = torch.randperm(512, generator=g)[:100]
+    head = draft_head(lm, kind, ids.tolist())
+    assert head.vocab == 100 and head.kind == kind
+    got = head(h)
+    if kind == "model":
+        want = ids[(h @ lm.weight.detach()[ids].T).argmax(-1)]
+    else:
+        h8, sh = quantize_rows(h)
+        w8, sw = quantize_rows(lm.weight.detach()[ids])
+        want = ids[((h8.float() * sh[:, None]) @ (w8.float() * sw[:, None]).T).argmax(-1)]
+    assert torch.equal(got, want)
+    assert torch.isin(got, ids).all()
+    full = draft_head(lm, kind)(h)
+    inside = torch.isin(full, ids)  # where the whole vocabulary's pick is a draft token, it is the same pick
+    assert inside.any() and torch.equal(got[inside], full[inside])
+    assert head.extra_bytes > 0
+
+
+@pytest.mark.parametrize("vocab", [128, 48])
+def test_draft_vocab_keeps_greedy_output_exact(vocab):
+    """The embedded model's tokens are bytes: 128 keeps ASCII (all of Python source, so acceptance stays), 48
+    keeps no letters (most drafts are wrong); the greedy output is plain decoding's either way."""
+    model = load_model(TINY_MODEL, mtp=True)
+    prompts = [list(s.encode()) for s in ("import os\nimport sys\n\n\ndef main(", "class Parser:\n    def ")]
+    out, acc = {}, {}
+    for dv in (None, vocab):
+        rc = RunnerConfig(backend="replay", max_slots=2, max_len=200, window=4, device_drafter="mtp", draft_vocab=dv)
+        eng = Engine(ModelRunner(model, rc), drafter="mtp")
+        for p in prompts:
+            eng.add(p, 40)
+        eng.run()
+        out[dv] = [r.generated for r in eng.requests]
+        a = [x for r in eng.requests for x in r.accepted]
+        acc[dv] = sum(a) / len(a)
+    rc = RunnerConfig(backend="replay", max_slots=2, max_len=200, window=1)
+    plain = Engine(ModelRunner(model, rc), drafter="none")
+    for p in prompts:
+        plain.add(p, 40)
+    plain.run()
+    assert out[vocab] == out[None] == [r.generated for r in plain.requests]
+    if vocab == 128:
+        assert acc[vocab] == acc[None], acc  # no ASCII draft is lost
+    else:
+        assert acc[vocab] < acc[None], acc  # the restriction is real
+
+
+def test_draft_vocab_in_the_runner_config():
+    assert RunnerConfig(draft_vocab=torch.tensor([5, 1])).draft_vocab == (5, 1)
+    assert RunnerConfig(draft_vocab=[5, 1]).draft_vocab == (5, 1)
+    with pytest.raises(ValueError, match="draft_vocab=0: must be >= 1"):
+        RunnerConfig(draft_vocab=0)
+    with pytest.raises(TypeError, match="draft_vocab='abc'"):
+        RunnerConfig(draft_vocab="abc")
+    with pytest.raises(ValueError, match="hold only ints"):
+        RunnerConfig(draft_vocab=[1, 2.0])

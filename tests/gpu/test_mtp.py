@@ -10,9 +10,10 @@ from replayssm.models.loader import load_model
 from replayssm.tiny import TINY_MODEL
 
 
-def _run(model, graphs, backend, head="auto"):
+def _run(model, graphs, backend, head="auto", vocab=None):
     runner = ModelRunner(model, RunnerConfig(backend=backend, max_slots=3, max_len=300, window=4,
-                                             cuda_graphs=graphs, device_drafter="mtp", draft_head=head))  # fmt: skip
+                                             cuda_graphs=graphs, device_drafter="mtp", draft_head=head,
+                                             draft_vocab=vocab))  # fmt: skip
     eng = Engine(runner, drafter="mtp")
     prompts = [list(s.encode()) for s in ("import os\n", "class A:\n    def ", "    for i in range(")]
     for p, a in zip(prompts, (0, 2, 5)):
@@ -49,3 +50,17 @@ def test_fp8_draft_head_on_the_gpu():
     runs = {k: _run(model, True, "replay", head=k) for k in ("model", "fp8")}
     means = {k: sum(a) / len(a) for k, (_, a) in runs.items()}
     assert means["fp8"] >= 0.9 * means["model"], means
+
+
+@pytest.mark.parametrize("head", ["model", "fp8"])
+def test_draft_vocab_in_cuda_graphs(head):
+    """A draft vocabulary (here the 48 lowest byte ids: no letters) maps its picks back to token ids inside the
+    captured step: graphs give the eager engine's tokens and acceptance, the output is plain decoding's, and
+    the restriction costs acceptance (it is real)."""
+    model = load_model(TINY_MODEL, mtp=True, device="cuda", dtype=torch.float32)
+    eager, acc_eager = _run(model, False, "replay", head, vocab=48)
+    graphed, acc_graphed = _run(model, True, "replay", head, vocab=48)
+    assert graphed == eager and acc_graphed == acc_eager
+    full, acc_full = _run(model, True, "replay", head)
+    assert graphed == full  # the greedy output does not depend on the drafts
+    assert sum(acc_graphed) / len(acc_graphed) < sum(acc_full) / len(acc_full)
