@@ -1,9 +1,14 @@
 """Probe: one B=256 T=4 L=16 ReplayStep frozen at pure flush / pure non-flush / random, run eagerly (for ncu)."""
-import os, sys
+
+import os
+import sys
+
 sys.path.insert(0, os.getcwd())
 import torch
+
 from replayssm.bench.kernels import KernelBenchConfig
-from replayssm.bench.steps import make_case, ReplayStep, acceptance
+from replayssm.bench.steps import ReplayStep, acceptance, make_case
+
 mode = sys.argv[1]
 B = int(sys.argv[2]) if len(sys.argv) > 2 else 256
 cfg = KernelBenchConfig()

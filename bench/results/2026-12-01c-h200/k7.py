@@ -1,15 +1,21 @@
 """Dev run 7: (A) recurrent baselines timed round-robin (ours under launch shapes, both SGLang releases);
 (B) the verify's program order (head-major vs batch-major), each gated bitwise."""
-import json, os, sys, time
+
+import json
+import os
+import sys
+import time
+
 sys.path.insert(0, os.getcwd())
 import torch
-from replayssm.bench.kernels import KernelBenchConfig, load_peers
+
 from replayssm.bench.backends import backends_for
-from replayssm.bench.point import gate_all, layers_for, time_ring, free_memory
+from replayssm.bench.kernels import KernelBenchConfig, load_peers
+from replayssm.bench.point import free_memory, gate_all, layers_for, time_ring
 from replayssm.bench.steps import make_case
 from replayssm.bench.sweep import parse_tile
 from replayssm.bench.timing import GraphTimer, copy_bandwidth
-from replayssm.ops import launch, gdn_recurrent
+from replayssm.ops import gdn_recurrent, launch
 
 out_dir = os.environ["OUT"]
 cfg = KernelBenchConfig(target_ms=15)
@@ -18,8 +24,12 @@ bw = copy_bandwidth("cuda")
 timer = GraphTimer(0.015)
 res = {"bw": bw, "A": [], "B": []}
 t0 = time.time()
+
+
 def dump():
-    json.dump(res, open(f"{out_dir}/k7.json", "w"), indent=1, default=str)
+    with open(f"{out_dir}/k7.json", "w") as fh:
+        json.dump(res, fh, indent=1, default=str)
+
 
 # (A) recurrent
 SHAPES = os.environ.get("RSHAPES", "2x2,1x4,4x2,2x2x2x32x128,1x2,4x1").split(",")
@@ -34,15 +44,26 @@ for T, B in [(1, 256), (4, 256)]:
     for spec in SHAPES:
         st = case.state0[0].clone()
         with launch.override(recurrent=parse_tile(spec)):
-            gdn_recurrent(x["q"], x["k"], x["v"], x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"], state=st,
-                          slots=x["slots"], cu_seqlens=x["cu_seqlens"], validate=False)
+            gdn_recurrent(
+                x["q"],
+                x["k"],
+                x["v"],
+                x["a"],
+                x["b"],
+                A_log=x["A_log"],
+                dt_bias=x["dt_bias"],
+                state=st,
+                slots=x["slots"],
+                cu_seqlens=x["cu_seqlens"],
+                validate=False,
+            )
         if ref is None:
             ref = st
         res["A"].append({"T": T, "B": B, "shape": spec, "bitwise_vs_first": bool(torch.equal(st, ref))})
         del st
     del ref
     times = {}
-    for rnd in range(3):
+    for _rnd in range(3):
         for spec in SHAPES:
             with launch.override(recurrent=parse_tile(spec)):
                 t = timer(bks[0].build(case)) / layers * 1e6
@@ -52,7 +73,12 @@ for T, B in [(1, 256), (4, 256)]:
             times.setdefault(b.impl, []).append(timer(b.build(case)) / layers * 1e6)
             free_memory()
     res["A"].append({"T": T, "B": B, "times": times})
-    print(f"A T={T} B={B}:", {k: [round(v, 1) for v in vs] for k, vs in times.items()}, round(time.time() - t0), flush=True)
+    print(
+        f"A T={T} B={B}:",
+        {k: [round(v, 1) for v in vs] for k, vs in times.items()},
+        round(time.time() - t0),
+        flush=True,
+    )
     del case
     free_memory(True)
     dump()
@@ -75,6 +101,16 @@ for T, L, B in POINTS:
             del case
         free_memory(True)
         res["B"].append(row)
-        print("B", T, L, B, order, gate["passed"], {k: round(v, 1) for k, v in row.items() if k.endswith("us") or k.endswith("record")}, round(time.time() - t0), flush=True)
+        print(
+            "B",
+            T,
+            L,
+            B,
+            order,
+            gate["passed"],
+            {k: round(v, 1) for k, v in row.items() if k.endswith("us") or k.endswith("record")},
+            round(time.time() - t0),
+            flush=True,
+        )
         dump()
 print("done", round(time.time() - t0))

@@ -1,12 +1,19 @@
 """Dev run 8: ours replay at a few points (gated bitwise), for A/B between two trees."""
-import json, os, sys, time
+
+import json
+import os
+import sys
+import time
+
 sys.path.insert(0, os.getcwd())
-from replayssm.bench.kernels import KernelBenchConfig
 from replayssm.bench.backends import backends_for
-from replayssm.bench.point import gate_all, layers_for, time_ring, free_memory
+from replayssm.bench.kernels import KernelBenchConfig
+from replayssm.bench.point import free_memory, gate_all, layers_for, time_ring
 from replayssm.bench.steps import make_case
 from replayssm.bench.timing import GraphTimer
-out = os.environ["OUT"]; tag = sys.argv[1]
+
+out = os.environ["OUT"]
+tag = sys.argv[1]
 cfg = KernelBenchConfig(target_ms=15)
 timer = GraphTimer(0.015)
 POINTS = json.loads(os.environ.get("POINTS", "[[4,16,256],[4,16,128],[8,32,256],[1,16,256],[4,16,8]]"))
@@ -25,5 +32,15 @@ for T, L, B in POINTS:
         del case
     free_memory(True)
     res.append(row)
-    print(tag, T, L, B, gate["passed"], {k: round(v, 1) for k, v in row.items() if k.endswith("us") or k.endswith("record")}, round(time.time() - t0), flush=True)
-json.dump(res, open(f"{out}/k8_{tag}.json", "w"), indent=1, default=str)
+    print(
+        tag,
+        T,
+        L,
+        B,
+        gate["passed"],
+        {k: round(v, 1) for k, v in row.items() if k.endswith("us") or k.endswith("record")},
+        round(time.time() - t0),
+        flush=True,
+    )
+with open(f"{out}/k8_{tag}.json", "w") as fh:
+    json.dump(res, fh, indent=1, default=str)

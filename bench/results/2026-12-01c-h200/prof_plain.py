@@ -1,10 +1,17 @@
 """GPU timeline of plain decode steps (27B shape, C=1 and C=8): graph time vs host gaps, top kernels."""
-import os, sys, json, time
+
+import json
+import os
+import sys
+import time
+
 sys.path.insert(0, os.getcwd())
 import torch
+
 from replayssm.bench.e2e import E2EConfig, _runner, lengths
 from replayssm.bench.synthetic import preset_config, random_model
 from replayssm.engine.engine import Engine
+
 out = os.environ["OUT"]
 cfg = E2EConfig()
 mc = preset_config(cfg.preset, cfg.layers)
@@ -24,8 +31,15 @@ for C in (1, 8):
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     ms = []
     for _ in range(5):
-        a.record(); t0 = time.perf_counter(); eng.step(); b.record(); b.synchronize(); ms.append((a.elapsed_time(b), (time.perf_counter() - t0) * 1e3))
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as prof:
+        a.record()
+        t0 = time.perf_counter()
+        eng.step()
+        b.record()
+        b.synchronize()
+        ms.append((a.elapsed_time(b), (time.perf_counter() - t0) * 1e3))
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    ) as prof:
         for _ in range(3):
             eng.step()
         torch.cuda.synchronize()
@@ -34,26 +48,41 @@ for C in (1, 8):
     busy, gaps, cur = 0.0, [], None
     for s, e, n in iv:
         if cur is None:
-            cur = [s, e]; continue
+            cur = [s, e]
+            continue
         if s > cur[1]:
-            busy += cur[1] - cur[0]; gaps.append((s - cur[1], n)); cur = [s, e]
+            busy += cur[1] - cur[0]
+            gaps.append((s - cur[1], n))
+            cur = [s, e]
         else:
             cur[1] = max(cur[1], e)
     busy += cur[1] - cur[0]
     span = iv[-1][1] - iv[0][0]
     kern = {}
     for s, e, n in iv:
-        k = kern.setdefault(n[:90], [0, 0.0]); k[0] += 1; k[1] += (e - s)
+        k = kern.setdefault(n[:90], [0, 0.0])
+        k[0] += 1
+        k[1] += e - s
     top = sorted(kern.items(), key=lambda kv: -kv[1][1])[:25]
     cpu = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
-    res[C] = {"step_ms_events_wall": ms, "gpu_span_us": span, "gpu_busy_us": busy, "n_kernels": len(iv),
-              "gaps_top": sorted(gaps, reverse=True)[:15], "gap_total_us": sum(x for x, _ in gaps),
-              "top_kernels": top}
-    print(f"C={C}: step ms (events, wall) {ms}; 3 steps: span {span:.0f} us, busy {busy:.0f}, gaps {sum(x for x,_ in gaps):.0f} in {len(gaps)}, kernels {len(iv)}")
+    res[C] = {
+        "step_ms_events_wall": ms,
+        "gpu_span_us": span,
+        "gpu_busy_us": busy,
+        "n_kernels": len(iv),
+        "gaps_top": sorted(gaps, reverse=True)[:15],
+        "gap_total_us": sum(x for x, _ in gaps),
+        "top_kernels": top,
+    }
+    print(
+        f"C={C}: step ms (events, wall) {ms}; 3 steps: span {span:.0f} us, busy {busy:.0f}, "
+        f"gaps {sum(x for x, _ in gaps):.0f} in {len(gaps)}, kernels {len(iv)}"
+    )
     print("  largest gaps:", [(round(x), n[:40]) for x, n in sorted(gaps, reverse=True)[:8]])
     for n, (c, t) in top[:18]:
-        print(f"  {t/3:9.0f} us/step  x{c/3:5.0f}  {n}")
+        print(f"  {t / 3:9.0f} us/step  x{c / 3:5.0f}  {n}")
     print(cpu[:3000])
     del eng, r
     torch.cuda.empty_cache()
-json.dump(res, open(f"{out}/prof_plain.json", "w"), indent=1, default=str)
+with open(f"{out}/prof_plain.json", "w") as fh:
+    json.dump(res, fh, indent=1, default=str)
