@@ -33,11 +33,18 @@ class DecoderLayer(nn.Module):
         else:
             self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
 
-    def forward(self, h: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache) -> torch.Tensor:
-        x = self.input_layernorm(h)
+    def forward(self, h: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache,
+                pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """(h, m): the residual stream after this layer is ``h + m``. The add is left to whoever reads the stream
+        next (the next layer's input norm, or the final norm), which fuses it into its norm (``RMSNorm.add``:
+        the same rounding as a separate add, one kernel less per layer). ``pending``: the previous layer's m."""
+        if pending is None:
+            x = self.input_layernorm(h)
+        else:
+            h, x = self.input_layernorm.add(pending, h)
         h, x = self.post_attention_layernorm.add(self.linear_attn(x, step, pool) if self.is_gdn else
                                                  self.self_attn(x, step, kv), h)  # fmt: skip
-        return h + self.mlp(x)
+        return h, self.mlp(x)
 
 
 class _Body(nn.Module):
@@ -88,10 +95,10 @@ class HybridLM(nn.Module):
 
     def hidden(self, ids: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache) -> torch.Tensor:
         """The final-norm hidden states [N, D] of the step's tokens (what the LM head and the MTP head read)."""
-        h = self.model.embed_tokens(ids)
+        h, m = self.model.embed_tokens(ids), None
         for layer in self.model.layers:
-            h = layer(h, step, pool, kv)
-        return self.model.norm(h)
+            h, m = layer(h, step, pool, kv, m)
+        return self.model.norm(h) if m is None else self.model.norm.add(m, h)[1]
 
     def forward(self, ids: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache, *,
                 last_only: bool = False) -> torch.Tensor:  # fmt: skip

@@ -43,4 +43,5 @@ class MTPHead(nn.Module):
         return self.fc(torch.cat([self.pre_fc_norm_embedding(embeds), self.pre_fc_norm_hidden(hidden)], -1))
 
     def forward(self, hidden: torch.Tensor, embeds: torch.Tensor, step, kv) -> torch.Tensor:
-        return self.norm(self.layers[0](self.fuse(hidden, embeds), step, None, kv))
+        h, m = self.layers[0](self.fuse(hidden, embeds), step, None, kv)
+        return self.norm.add(m, h)[1]
