@@ -8,6 +8,8 @@ import time
 
 import torch
 
+from ..engine.graphs import gc_paused
+
 
 def copy_bandwidth(device="cuda", nbytes: int = 2 << 30, reps: int = 20) -> float:
     """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written."""
@@ -45,7 +47,7 @@ def capture(fn, warmup: int = 2) -> torch.cuda.CUDAGraph:
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with gc_paused(), torch.cuda.graph(g):
         fn()
     torch.cuda.synchronize()
     return g

@@ -9,6 +9,8 @@ back with one transfer. Nothing else crosses between host and device during a st
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -68,6 +70,23 @@ class StepIO:
         return self.host_out[:B].clone()
 
 
+@contextmanager
+def gc_paused():
+    """Collect garbage now and not again until the block ends. Wrap every CUDA-graph capture in it: a runner
+    and its captured steps form a reference cycle, so an old graph is destroyed whenever the cycle collector
+    happens to run, and if that is during another capture, the destroy call (illegal while capturing)
+    invalidates the capture -- on an H200 a capture then failed at a random later launch with "operation failed
+    due to a previous error during capture" (PyTorch no longer collects before a capture by default)."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def capture(run, pool=None) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
     """Warm ``run`` up twice on a side stream (compiles kernels; the buffers must hold padding rows only, so no
     state moves), then capture it. Returns the graph and its static output."""
@@ -78,7 +97,7 @@ def capture(run, pool=None) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
         run()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, pool=pool):
+    with gc_paused(), torch.cuda.graph(g, pool=pool):
         out = run()
     return g, out
 
