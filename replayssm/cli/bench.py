@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import UsageError, add_out, integer, number, out_dir, power_of_two
+from .common import UsageError, add_draft_vocab, add_out, integer, number, out_dir, power_of_two
 from .kernels import add_parsers as add_kernel_parsers
 
 
@@ -39,13 +39,7 @@ def add_parser(sub) -> None:
     )
     e.add_argument("--draft-head", choices=["auto", "model", "fp8"], default="auto",
                    help="replay-mtp: the drafter's LM head (auto: fp8 on Hopper/Ada, else the model's)")  # fmt: skip
-    e.add_argument(
-        "--draft-vocab",
-        type=integer(1),
-        default=None,
-        metavar="N",
-        help="replay-mtp: the drafter proposes only the N lowest token ids (default: the whole vocabulary)",
-    )
+    add_draft_vocab(e, "replay-mtp: ")
     e.add_argument("--peak-steps", type=integer(1), default=8, help="timed engine iterations per --peak point")
     e.add_argument("--no-phases", action="store_true", help="skip timing the GDN state work alone (faster)")
     add_out(e, "e2e")

@@ -201,6 +201,13 @@ def add_device(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when a GPU is present)")
 
 
+def add_draft_vocab(p, when: str = "") -> None:
+    """``--draft-vocab N``: the MTP drafter proposes only the N lowest token ids (``RunnerConfig.draft_vocab``)."""
+    p.add_argument("--draft-vocab", type=integer(1), default=None, metavar="N",
+                   help=f"{when}the MTP drafter proposes only the N lowest token ids (a smaller draft head; "
+                        "default: the whole vocabulary)")  # fmt: skip
+
+
 def add_out(p: argparse.ArgumentParser, tag: str) -> None:
     p.add_argument("--out", default=RESULTS_DIR,
                    help=f"folder for the JSON and PNG (default ./{RESULTS_DIR}; the repository's committed results "

@@ -5,7 +5,17 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import UsageError, add_command, add_device, check_ring, device, integer, model_folder, number
+from .common import (
+    UsageError,
+    add_command,
+    add_device,
+    add_draft_vocab,
+    check_ring,
+    device,
+    integer,
+    model_folder,
+    number,
+)
 from .common import power_of_two as pow2
 
 
@@ -19,13 +29,7 @@ def add_parser(sub) -> None:
     g.add_argument("--drafter", choices=["auto", "mtp", "ngram", "none"], default="auto",
                    help="draft with the model's MTP head, n-gram prompt lookup, or not at all (auto: MTP when the "
                         "checkpoint has a head, else n-gram)")  # fmt: skip
-    g.add_argument(
-        "--draft-vocab",
-        type=integer(1),
-        default=None,
-        metavar="N",
-        help="the MTP drafter proposes only the N lowest token ids (a smaller draft head; default: all)",
-    )
+    add_draft_vocab(g)
     g.add_argument("--window", type=integer(1, 64), default=4, help="window length T (1 = plain decode)")
     g.add_argument("--ring", type=pow2(2), default=16, help="ring length L: a power of two >= 2 x --window")
     g.add_argument("--max-new-tokens", type=integer(1), default=128)

@@ -45,27 +45,29 @@ def test_draft_head_choice():
         draft_head(lm, "int8")
 
 
+PROMPTS = [list(s.encode()) for s in ("import os\nimport sys\n\n\ndef main(", "class Parser:\n    def ")]
+
+
+def _generate(model, **cfg):
+    """Greedy outputs of PROMPTS (40 tokens each) and the mean accepted length, with RunnerConfig(**cfg); window
+    1 is plain decoding, otherwise the MTP drafter drafts. Returns (outputs, mean accepted, runner)."""
+    rc = RunnerConfig(backend="replay", max_slots=2, max_len=200, **cfg)
+    runner = ModelRunner(model, rc)
+    eng = Engine(runner, drafter="none" if rc.window == 1 else "mtp")
+    for p in PROMPTS:
+        eng.add(p, 40)
+    eng.run()
+    a = [x for r in eng.requests for x in r.accepted]
+    return [r.generated for r in eng.requests], sum(a) / len(a), runner
+
+
 def test_fp8_drafts_keep_greedy_output_exact():
     model = load_model(TINY_MODEL, mtp=True)
-    prompts = [list(s.encode()) for s in ("import os\nimport sys\n\n\ndef main(", "class Parser:\n    def ")]
     out, acc = {}, {}
     for head in ("model", "fp8"):
-        rc = RunnerConfig(backend="replay", max_slots=2, max_len=200, window=4, device_drafter="mtp", draft_head=head)
-        runner = ModelRunner(model, rc)
+        out[head], acc[head], runner = _generate(model, window=4, device_drafter="mtp", draft_head=head)
         assert runner.drafter.head.kind == head
-        eng = Engine(runner, drafter="mtp")
-        for p in prompts:
-            eng.add(p, 40)
-        eng.run()
-        out[head] = [r.generated for r in eng.requests]
-        a = [x for r in eng.requests for x in r.accepted]
-        acc[head] = sum(a) / len(a)
-    rc = RunnerConfig(backend="replay", max_slots=2, max_len=200, window=1)
-    plain = Engine(ModelRunner(model, rc), drafter="none")
-    for p in prompts:
-        plain.add(p, 40)
-    plain.run()
-    assert out["fp8"] == out["model"] == [r.generated for r in plain.requests]
+    assert out["fp8"] == out["model"] == _generate(model, window=1)[0]
     assert acc["fp8"] >= 0.9 * acc["model"], acc
 
 
@@ -115,23 +117,10 @@ def test_draft_vocab_keeps_greedy_output_exact(vocab):
     """The embedded model's tokens are bytes: 128 keeps ASCII (all of Python source, so acceptance stays), 48
     keeps no letters (most drafts are wrong); the greedy output is plain decoding's either way."""
     model = load_model(TINY_MODEL, mtp=True)
-    prompts = [list(s.encode()) for s in ("import os\nimport sys\n\n\ndef main(", "class Parser:\n    def ")]
     out, acc = {}, {}
     for dv in (None, vocab):
-        rc = RunnerConfig(backend="replay", max_slots=2, max_len=200, window=4, device_drafter="mtp", draft_vocab=dv)
-        eng = Engine(ModelRunner(model, rc), drafter="mtp")
-        for p in prompts:
-            eng.add(p, 40)
-        eng.run()
-        out[dv] = [r.generated for r in eng.requests]
-        a = [x for r in eng.requests for x in r.accepted]
-        acc[dv] = sum(a) / len(a)
-    rc = RunnerConfig(backend="replay", max_slots=2, max_len=200, window=1)
-    plain = Engine(ModelRunner(model, rc), drafter="none")
-    for p in prompts:
-        plain.add(p, 40)
-    plain.run()
-    assert out[vocab] == out[None] == [r.generated for r in plain.requests]
+        out[dv], acc[dv], _ = _generate(model, window=4, device_drafter="mtp", draft_vocab=dv)
+    assert out[vocab] == out[None] == _generate(model, window=1)[0]
     if vocab == 128:
         assert acc[vocab] == acc[None], acc  # no ASCII draft is lost
     else:
