@@ -3,6 +3,7 @@ implies (``pool_config``), and the CPU copy of a preempted request (``ParkedRequ
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -13,6 +14,7 @@ from ..state import PoolConfig
 from ..state.backend import Parked
 from ..state.config import BACKENDS
 from .checks import is_int
+from .draft_head import draft_ids
 
 GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -45,16 +47,10 @@ class RunnerConfig:
     draft_vocab: int | tuple[int, ...] | None = None
 
     def __post_init__(self):
-        dv = self.draft_vocab
-        if dv is not None and not is_int(dv):
-            if isinstance(dv, (str, bytes, bool, float)) or not hasattr(dv, "__iter__"):
-                raise TypeError(f"draft_vocab={dv!r}: must be None, an int or a sequence of token ids")
-            ids = dv.tolist() if isinstance(dv, torch.Tensor) else list(dv)
-            if not ids or not all(is_int(i) for i in ids):
-                raise ValueError("draft_vocab: a sequence of token ids must be non-empty and hold only ints")
-            object.__setattr__(self, "draft_vocab", tuple(int(i) for i in ids))
-        elif is_int(dv) and dv < 1:
-            raise ValueError(f"draft_vocab={dv}: must be >= 1")
+        if self.draft_vocab is not None and not is_int(self.draft_vocab):  # ids: checked, stored as a tuple
+            ids = draft_ids(self.draft_vocab, sys.maxsize)  # the vocabulary bound is checked with the model
+            object.__setattr__(self, "draft_vocab", tuple(ids.tolist()))
+        draft_ids(self.draft_vocab, sys.maxsize)  # an int N: N >= 1
         for name in ("max_slots", "max_len", "window", "ring_len", "page_size"):
             val = getattr(self, name)
             if not is_int(val) or val < 1:

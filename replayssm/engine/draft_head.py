@@ -81,20 +81,16 @@ class FP8Head:
         self.extra_bytes = self.w8.numel() + self.w_scale.numel() * 4 + (0 if ids is None else ids.numel() * 8)
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        return self._pick(self._argmax(h))
-
-    def _pick(self, idx: torch.Tensor) -> torch.Tensor:
-        return idx if self.ids is None else self.ids[idx]
-
-    def _argmax(self, h: torch.Tensor) -> torch.Tensor:
         B = h.shape[0]
         if h.device.type != "cuda":
             h8, sh = quantize_rows(h)
-            return ((h8.float() * sh[:, None]) @ (self.w8.float() * self.w_scale.T).T).argmax(-1)
-        h8, sh = quantize_rows(_pad(_pad(h, 0), 1))
-        logits = torch._scaled_mm(h8, self.w8.T, scale_a=sh[:, None].contiguous(), scale_b=self.w_scale,
-                                  out_dtype=self.out_dtype)  # fmt: skip
-        return logits[:B, : self.N].argmax(-1)  # padded vocab rows never win
+            idx = ((h8.float() * sh[:, None]) @ (self.w8.float() * self.w_scale.T).T).argmax(-1)
+        else:
+            h8, sh = quantize_rows(_pad(_pad(h, 0), 1))
+            logits = torch._scaled_mm(h8, self.w8.T, scale_a=sh[:, None].contiguous(), scale_b=self.w_scale,
+                                      out_dtype=self.out_dtype)  # fmt: skip
+            idx = logits[:B, : self.N].argmax(-1)  # padded vocab rows never win
+        return idx if self.ids is None else self.ids[idx]
 
 
 def _pad(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -121,7 +117,10 @@ def draft_ids(vocab, vocab_size: int) -> torch.Tensor | None:
         if vocab < 1:
             raise ValueError(f"draft_vocab={vocab}: must be >= 1")
         return None if vocab >= vocab_size else torch.arange(vocab)
-    ids = torch.as_tensor(list(vocab) if not isinstance(vocab, torch.Tensor) else vocab)
+    try:
+        ids = torch.as_tensor(list(vocab) if not isinstance(vocab, torch.Tensor) else vocab)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"draft_vocab must be None, an int or a sequence of token ids, got {vocab!r:.80}") from None
     if ids.dim() != 1 or ids.numel() == 0 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
         raise ValueError("draft_vocab as token ids must be a non-empty 1-d sequence of ints")
     ids = ids.long().cpu()

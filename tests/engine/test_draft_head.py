@@ -132,7 +132,9 @@ def test_draft_vocab_in_the_runner_config():
     assert RunnerConfig(draft_vocab=[5, 1]).draft_vocab == (5, 1)
     with pytest.raises(ValueError, match="draft_vocab=0: must be >= 1"):
         RunnerConfig(draft_vocab=0)
-    with pytest.raises(TypeError, match="draft_vocab='abc'"):
+    with pytest.raises(ValueError, match="repeated"):  # caught before any model is loaded
+        RunnerConfig(draft_vocab=[3, 3])
+    with pytest.raises(TypeError, match="a sequence of token ids, got 'abc'"):
         RunnerConfig(draft_vocab="abc")
-    with pytest.raises(ValueError, match="hold only ints"):
+    with pytest.raises(ValueError, match="1-d sequence of ints"):
         RunnerConfig(draft_vocab=[1, 2.0])
