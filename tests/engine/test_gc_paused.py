@@ -20,13 +20,19 @@ def _cycle():
 
 
 def test_gc_paused_collects_on_entry_then_holds_the_collector():
-    ref = _cycle()
-    assert ref() is not None or not gc.isenabled()  # a cycle lives until the collector runs
+    gc.disable()  # so that only gc_paused can collect the cycle below
+    try:
+        ref = _cycle()
+        assert ref() is not None
+        with gc_paused():
+            assert ref() is None  # collected on entry
+            late = _cycle()
+            assert late() is not None  # and nothing collects inside
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
     with gc_paused():
-        assert ref() is None
         assert not gc.isenabled()
-        late = _cycle()
-        assert late() is not None
     assert gc.isenabled()
 
 
@@ -34,10 +40,3 @@ def test_gc_paused_restores_the_collector_when_the_block_raises():
     with pytest.raises(RuntimeError, match="capture failed"), gc_paused():
         raise RuntimeError("capture failed")
     assert gc.isenabled()
-    gc.disable()
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()  # it was off before: it stays off
-    finally:
-        gc.enable()
