@@ -6,10 +6,11 @@ prescribed acceptance (``BenchmarkAcceptance``: the tokens are meaningless, the 
 real) so that the comparison isolates the state handling. ``replay-mtp`` is the ReplaySSM engine
 drafting with a (random) MTP head inside the step, at the same prescribed acceptance: what counts
 there is the drafting's share of a step (``draft_ms``, timed alone as a CUDA graph). Every step is a
-CUDA graph (forward, acceptance and commit: ``ModelRunner.step_and_commit``); times are wall-clock per engine
-iteration (host work included), measured with CUDA events. Every row carries the byte floor of its step
-(``bench.bytes``), and replay rows the byte-model bound over recurrent next to the measured ratio; ``--peak``
-finds each backend's best concurrency in one memory budget (``bench.peak``).
+CUDA graph (forward, acceptance and commit: ``ModelRunner.launch``); times are wall-clock per engine
+iteration (host work included). The engine overlaps its steps (``Engine(overlap=True)``: the next step is
+launched before the previous one is read back) unless ``overlap=False`` (``--no-overlap``). Every row carries
+the byte floor of its step (``bench.bytes``), and replay rows the byte-model bound over recurrent next to the
+measured ratio; ``--peak`` finds each backend's best concurrency in one memory budget (``bench.peak``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class E2EConfig:
     peak_steps: int = 8
     draft_head: str = "auto"  # replay-mtp: the drafter's LM head ("auto", "model", "fp8"; engine/draft_head.py)
     draft_vocab: int | None = None  # replay-mtp: draft only the N lowest token ids (None: the whole vocabulary)
+    overlap: bool = True  # the engine launches each step before reading the previous one back
 
 
 def _free():
@@ -58,25 +60,14 @@ def _free():
 
 
 class _Clock:
-    """Milliseconds of one engine iteration: CUDA events on the GPU, the wall clock on the CPU (smoke runs)."""
-
-    def __init__(self, cuda: bool):
-        self.cuda = cuda
-        if cuda:
-            self.a, self.b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    """Milliseconds of one engine iteration, wall clock: the engine itself waits for the device (for the step it
+    reads back), so an iteration's wall time is its share of the device's time plus whatever the host adds."""
 
     def start(self):
-        if self.cuda:
-            self.a.record()
-        else:
-            self.t0 = time.perf_counter()
+        self.t0 = time.perf_counter()
 
     def stop(self) -> float:
-        if not self.cuda:
-            return (time.perf_counter() - self.t0) * 1e3
-        self.b.record()
-        self.b.synchronize()
-        return self.a.elapsed_time(self.b)
+        return (time.perf_counter() - self.t0) * 1e3
 
 
 def lengths(cfg: E2EConfig, mode: str, steps: int, context: int | None) -> tuple[int, int, int]:
@@ -150,17 +141,18 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int 
     if mode != "plain":
         bench = BenchmarkAcceptance(cfg.mean_accepted, T, seed=cfg.seed, meaningless_outputs=True)
     drafter = {"plain": "none", "replay-mtp": "mtp"}.get(mode, "ngram")
-    eng = Engine(runner, drafter=drafter, benchmark_acceptance=bench)
+    eng = Engine(runner, drafter=drafter, benchmark_acceptance=bench, overlap=cfg.overlap)
     for p in prompts[:C]:
         eng.add(p, max_new)
     cuda = runner.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     eng.step()  # prefill everybody (batched) + first step (captures the graph)
+    eng.drain()
     if extra:
         runner.pad_kv([r.slot for r in eng.requests], extra)
     eng.step()
-    clock = _Clock(cuda)
+    clock = _Clock()
     step_ms, tpot, tokens, held = [], [], 0, []
     for _ in range(steps):
         before = [len(r.generated) for r in eng.requests]
@@ -172,9 +164,11 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int 
         step_ms.append(ms)
         tpot += [ms / n for n in emitted if n > 0]
         tokens += sum(emitted)
+    eng.drain()
     mem = runner.memory_report()
     row = {
-        "mode": mode, "C": C, "T": T, "steps": steps, "tokens": tokens, "context": statistics.mean(held),
+        "mode": mode, "C": C, "T": T, "steps": steps, "overlap": eng.overlap, "tokens": tokens,
+        "context": statistics.mean(held),
         "tokens_per_s": tokens / (sum(step_ms) / 1e3), "step_ms_median": statistics.median(step_ms),
         "tpot_ms_median": statistics.median(tpot), "tpot_ms_p90": sorted(tpot)[int(0.9 * (len(tpot) - 1))],
         "mean_accepted": tokens / (C * steps), "peak_gpu_bytes": torch.cuda.max_memory_allocated() if cuda else 0,

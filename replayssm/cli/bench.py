@@ -42,6 +42,8 @@ def add_parser(sub) -> None:
     add_draft_vocab(e, "replay-mtp: ")
     e.add_argument("--peak-steps", type=integer(1), default=8, help="timed engine iterations per --peak point")
     e.add_argument("--no-phases", action="store_true", help="skip timing the GDN state work alone (faster)")
+    e.add_argument("--no-overlap", action="store_true",
+                   help="read every step back before launching the next (default: overlapped steps)")  # fmt: skip
     add_out(e, "e2e")
 
 
@@ -73,6 +75,6 @@ def run_e2e(args) -> int:
                     mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
                     capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes), phases=not args.no_phases,
                     peak=args.peak, peak_steps=args.peak_steps, draft_head=args.draft_head,
-                    draft_vocab=args.draft_vocab)  # fmt: skip
+                    draft_vocab=args.draft_vocab, overlap=not args.no_overlap)  # fmt: skip
     run_e2e(cfg, args.out, tag=args.tag)
     return 0

@@ -16,6 +16,7 @@ import torch
 from .accept import Greedy, Prescribed, Sampling, sample_inverse_cdf
 from .checks import check_positive_int, check_temperature, is_int
 from .drafter import HostDrafter
+from .graphs import PendingStep
 from .runner import ModelRunner, ParkedRequest
 from .spec import BenchmarkAcceptance, NgramDrafter
 
@@ -51,7 +52,8 @@ class Engine:
     when no request can make progress."""
 
     def __init__(self, runner: ModelRunner, *, drafter="ngram", temperature: float = 0.0, seed: int = 0,
-                 eos_token_id: int | None = None, benchmark_acceptance: BenchmarkAcceptance | None = None):  # fmt: skip
+                 eos_token_id: int | None = None, benchmark_acceptance: BenchmarkAcceptance | None = None,
+                 overlap: bool = True):  # fmt: skip
         if isinstance(drafter, str) and drafter not in ("ngram", "none", "mtp", "auto"):
             raise ValueError(f"drafter must be 'ngram', 'none', 'mtp', 'auto' or a HostDrafter, got {drafter!r}")
         if not isinstance(drafter, str) and not isinstance(drafter, HostDrafter):
@@ -61,6 +63,8 @@ class Engine:
         if benchmark_acceptance is not None and not isinstance(benchmark_acceptance, BenchmarkAcceptance):
             raise TypeError("benchmark_acceptance must be a BenchmarkAcceptance")
         temperature = check_temperature(temperature)
+        if not isinstance(overlap, bool):
+            raise TypeError(f"overlap must be a bool, got {overlap!r}")
         if not is_int(seed):
             raise ValueError(f"seed={seed!r}: must be an int")
         if eos_token_id is not None:
@@ -74,8 +78,13 @@ class Engine:
         self.temperature, self.eos = temperature, eos_token_id
         self.gen = torch.Generator().manual_seed(seed)
         self.bench = benchmark_acceptance
+        # Overlapped steps (docs/engine.md, "overlapped steps"): only where the next window needs nothing from the
+        # host -- no host drafter (or the benchmark's meaningless drafts) and no host-drawn uniforms.
+        self.overlap = overlap and (self.bench is not None or (self.drafter is None and temperature <= 0))
         self.requests: list[Request] = []
         self.iteration = 0
+        self._pending: tuple[PendingStep, list[Request]] | None = None  # the launched step, and its requests
+        self._held: list[int] = []  # slots of finished requests that a step in flight still runs: freed after it
 
     def add(self, prompt: list[int], max_new_tokens: int, arrival: int = 0) -> Request:
         """Queue a request: ``prompt`` a non-empty list of token ids in [0, vocab); it joins at engine iteration
@@ -112,7 +121,7 @@ class Engine:
             if len(r.generated) >= r.max_new_tokens or (self.eos is not None and t == self.eos):
                 r.done = True
         if r.done and r.slot is not None:
-            self.runner.free(r.slot)
+            self._free_slot(r.slot)
             r.slot = None
 
     def _waiting(self, r: Request) -> bool:
@@ -139,7 +148,7 @@ class Engine:
     def _give_up(self, r: Request, e: BaseException) -> None:
         """Release what ``r`` holds and mark it done with the reason."""
         if r.slot is not None:
-            self.runner.free(r.slot)
+            self._free_slot(r.slot)
         r.slot, r.parked, r.done = None, None, True
         r.error = f"{type(e).__name__}: {e}"
 
@@ -161,41 +170,95 @@ class Engine:
     def step(self) -> bool:
         """One engine iteration. Returns False when nothing is left to do; raises ``RuntimeError`` when requests
         are left that cannot make progress. A failed step is aborted before the exception propagates: no request
-        moved, and the engine can step again."""
+        moved, and the engine can step again.
+
+        With ``overlap`` (where it applies, see ``__init__``) an iteration launches the next step before it reads
+        back the previous one, whose tokens it then emits: the device never waits for the host between steps of
+        the same batch, and tokens arrive one iteration later. ``drain()`` waits for the step in flight. When the
+        launch of the next step fails, the step in flight is finished first (its tokens emitted), then the
+        exception propagates as above."""
         self._admit()
         batch = self.running
         self.iteration += 1
+        if self._pending is not None and self._can_chain(batch):
+            try:
+                nxt = self._launch(batch, chain=True)
+            except BaseException:  # the step in flight is done all the same: its tokens are emitted
+                self._collect()
+                raise
+            self._collect()
+            self._pending = (nxt, batch)
+            return True
+        if self._pending is not None:
+            self._collect()
+            batch = self.running
         if not batch:
             why = self._stuck()
             if why:
                 raise RuntimeError(f"the engine cannot make progress: {why}")
             return any(not r.done for r in self.requests)
+        self._pending = (self._launch(batch, chain=False), batch)
+        if not self.overlap:
+            self._collect()
+        return True
+
+    def drain(self) -> None:
+        """Wait for the step in flight, if any, and emit its tokens (``step`` with ``overlap`` leaves one)."""
+        if self._pending is not None:
+            self._collect()
+
+    def _can_chain(self, batch: list[Request]) -> bool:
+        """The step in flight ran exactly ``batch``, and no row of it can reach ``max_new_tokens`` in that step
+        (one that stops on EOS runs one extra step, whose tokens are dropped)."""
+        prev = self._pending[1]
+        return (self.overlap and len(batch) == len(prev) and all(a is b for a, b in zip(batch, prev))
+                and all(len(r.generated) + self.window < r.max_new_tokens for r in batch))  # fmt: skip
+
+    def _collect(self) -> None:
+        """Finish the step in flight and emit its tokens; free the slots it still held for finished requests."""
+        p, batch = self._pending
+        self._pending = None
+        counts, produced = self.runner.finish(p)
+        for r, n, new in zip(batch, counts, produced):
+            if r.done:  # finished (EOS) in the step before; this one ran on for it
+                continue
+            r.steps += 1
+            r.accepted.append(n)
+            self._emit(r, new)
+        held, self._held = self._held, []
+        for s in held:
+            self._free_slot(s)
+
+    def _free_slot(self, slot: int) -> None:
+        if any(slot in p.slots for p in self.runner.pending):
+            self._held.append(slot)
+        else:
+            self.runner.free(slot)
+
+    def _launch(self, batch: list[Request], chain: bool) -> PendingStep:
         gen = self.gen.get_state()
-        try:  # step_and_commit aborts a failed step itself: no request moved, nothing was committed
-            counts, produced = self._step(batch)
+        try:  # launch checks everything first; a failed step is aborted (no request moved, nothing committed)
+            return self._enqueue(batch, chain)
         except BaseException as e:
             self.gen.set_state(gen)  # a retry draws the uniforms this attempt drew
             for r in batch:  # a failed in-place decode (recurrent backend) can destroy its rows' states
                 if r.slot in self.runner.lost:
                     self._give_up(r, e)
             raise
-        for r, n, new in zip(batch, counts, produced):
-            r.steps += 1
-            r.accepted.append(n)
-            self._emit(r, new)
-        return True
 
-    def _step(self, batch: list[Request]) -> tuple[list[int], list[list[int]]]:
+    def _enqueue(self, batch: list[Request], chain: bool) -> PendingStep:
         T = self.window
         rule, kw = self._rule(len(batch), T)
         slots = [r.slot for r in batch]
         if self.on_device:  # the runner's device drafter writes the drafts inside the step
-            last = torch.tensor([[r.generated[-1]] for r in batch], dtype=torch.long)
-            return self.runner.step_and_commit(slots, last, None, rule, device_drafts=True, **kw)
+            last = None if chain else torch.tensor([[r.generated[-1]] for r in batch], dtype=torch.long)
+            return self.runner.launch(slots, last, None, rule, device_drafts=True, **kw)
+        if chain:  # the window: the last token, repeated as the benchmark's drafts (T = 1: plain decode)
+            return self.runner.launch(slots, None, [T - 1] * len(batch), rule, **kw)
         drafts = [self._drafts(r, T - 1) for r in batch]
         tokens = torch.tensor([[r.generated[-1]] + d + [r.generated[-1]] * (T - 1 - len(d)) for r, d in
                                zip(batch, drafts)], dtype=torch.long)  # fmt: skip
-        return self.runner.step_and_commit(slots, tokens, [len(d) for d in drafts], rule, **kw)
+        return self.runner.launch(slots, tokens, [len(d) for d in drafts], rule, **kw)
 
     def _drafts(self, r: Request, k: int) -> list[int]:
         if self.bench is not None:
@@ -227,6 +290,7 @@ class Engine:
     def release(self) -> None:
         """Give back everything the engine's unfinished requests hold (slots, parked state) and mark them done
         with an error; the step in flight, if any, is aborted. The runner is left as if they never ran."""
+        self.drain()
         self.runner.abort()
         for r in self.requests:
             if not r.done:
@@ -235,12 +299,14 @@ class Engine:
     def preempt(self, r: Request) -> None:
         """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV, drafter) to the CPU; free
         its slot."""
+        self.drain()
         if r.slot is None or r.done:
             raise ValueError(f"request {r.id} is not running")
         r.parked = self.runner.offload(r.slot)
         r.slot = None
 
     def resume(self, r: Request) -> None:
+        self.drain()
         if r.parked is None:
             raise ValueError(f"request {r.id} is not preempted")
         r.slot, r.parked = self.runner.restore(r.parked), None

@@ -23,36 +23,38 @@ INT_COLS = 3  # slot, num_drafts, prescribed num_accepted; then the T window tok
 
 @dataclass
 class StepIO:
-    """Static buffers of a step with ``B`` rows and window ``T`` (device + pinned host mirrors)."""
+    """Static buffers of a step with ``B`` rows and window ``T``: the device inputs, and two sets of pinned host
+    mirrors (inputs and output) used by alternate launches, so that a launch can be prepared while the previous
+    one's transfers are still queued."""
 
     ints: torch.Tensor  # [B, 3 + T] int64
     floats: torch.Tensor  # [B, 2T + 1] fp32: uniforms, temperature
-    host_ints: torch.Tensor
-    host_floats: torch.Tensor
-    host_out: torch.Tensor  # [B, T + 1] int64
+    host: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]  # 2 x (ints, floats, out [B, T + 1] int64)
 
     @classmethod
     def allocate(cls, B: int, T: int, device: torch.device) -> StepIO:
         pin = device.type == "cuda"
         ints = torch.zeros(B, INT_COLS + T, dtype=torch.int64, device=device)
         floats = torch.ones(B, 2 * T + 1, dtype=torch.float32, device=device)
-        return cls(ints, floats, torch.zeros(B, INT_COLS + T, dtype=torch.int64, pin_memory=pin),
-                   torch.ones(B, 2 * T + 1, dtype=torch.float32, pin_memory=pin),
-                   torch.zeros(B, T + 1, dtype=torch.int64, pin_memory=pin))  # fmt: skip
+        host = tuple((torch.zeros(B, INT_COLS + T, dtype=torch.int64, pin_memory=pin),
+                      torch.ones(B, 2 * T + 1, dtype=torch.float32, pin_memory=pin),
+                      torch.zeros(B, T + 1, dtype=torch.int64, pin_memory=pin)) for _ in range(2))  # fmt: skip
+        return cls(ints, floats, host)
 
-    def load(self, slots: list[int], tokens: torch.Tensor, num_drafts: list[int], prescribed: list[int] | None,
-             uniforms: torch.Tensor | None, temperature: float) -> None:  # fmt: skip
-        """Fill the first len(slots) rows (the rest are padding: slot -1) and send them to the device."""
+    def load(self, parity: int, slots: list[int], tokens: torch.Tensor | None, num_drafts: list[int],
+             prescribed: list[int] | None, uniforms: torch.Tensor | None, temperature: float) -> None:  # fmt: skip
+        """Fill the first len(slots) rows (the rest are padding: slot -1) of host set ``parity`` and send them to
+        the device. ``tokens`` None: the window columns are left for the caller to write on the device."""
         B = len(slots)
-        hi, hf = self.host_ints, self.host_floats
-        hi.zero_()
-        hi[:, 0] = -1
-        hi[:, 2] = 1
-        hi[:B, 0] = torch.tensor(slots, dtype=torch.int64)
-        hi[:B, 1] = torch.tensor(num_drafts, dtype=torch.int64)
+        rows = [[s, d, 1] for s, d in zip(slots, num_drafts)] + [[-1, 0, 1]] * (self.ints.shape[0] - B)
         if prescribed is not None:
-            hi[:B, 2] = torch.tensor(prescribed, dtype=torch.int64)
-        hi[:B, INT_COLS:] = tokens
+            for row, k in zip(rows, prescribed):
+                row[2] = k
+        hi, hf, _ = self.host[parity]
+        hi[:, :INT_COLS] = torch.tensor(rows, dtype=torch.int64)
+        hi[:, INT_COLS:] = 0
+        if tokens is not None:
+            hi[:B, INT_COLS : INT_COLS + tokens.shape[1]] = tokens
         self.ints.copy_(hi, non_blocking=True)
         if uniforms is not None:
             hf.fill_(1.0)
@@ -61,13 +63,37 @@ class StepIO:
             hf[:, T2] = temperature
             self.floats.copy_(hf, non_blocking=True)
 
-    def fetch(self, out: torch.Tensor, B: int) -> torch.Tensor:
-        """The first B rows of a step's output on the host (one transfer, then wait for it)."""
-        if out.device.type != "cuda":
-            return out[:B].clone()
-        self.host_out.copy_(out, non_blocking=True)
-        torch.cuda.current_stream().synchronize()
-        return self.host_out[:B].clone()
+
+class Launched:
+    """A step enqueued on the device (``DeviceStep.launch``): ``result()`` waits for it and returns its first B
+    output rows on the host; ``out`` is its output on the device (what a chained launch reads)."""
+
+    def __init__(self, out: torch.Tensor, host_out: torch.Tensor, B: int):
+        self.out, self.B = out, B
+        self._host = host_out
+        self._event = None
+        if out.device.type == "cuda":
+            host_out.copy_(out, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host = out[:B].clone()
+
+    def result(self) -> torch.Tensor:
+        if self._event is not None:
+            self._event.synchronize()
+        return self._host[: self.B].clone()
+
+
+@dataclass
+class PendingStep:
+    """An engine step launched by ``ModelRunner.launch`` and not finished: its rows' slots, window T, acceptance
+    rule (class) and the enqueued work."""
+
+    slots: list[int]
+    T: int
+    rule: type
+    launched: Launched
 
 
 @contextmanager
@@ -111,17 +137,33 @@ class DeviceStep:
         self.runner, self.kind, self.T, self.rule, self.device_drafts = runner, kind, T, rule, device_drafts
         self.io = StepIO.allocate(B, T, runner.device)
         self.graph = self.out = None
+        self._parity = 0  # host mirror set of the last launch
         if runner.use_graphs:
-            self.io.load([], torch.zeros(0, T, dtype=torch.long), [], None, None, 1.0)
+            self.io.load(0, [], torch.zeros(0, T, dtype=torch.long), [], None, None, 1.0)
             self.graph, self.out = capture(self._body, runner._graph_pool)
+
+    def launch(self, slots, tokens, num_drafts, prescribed, uniforms, temperature, after: Launched | None = None
+               ) -> Launched:  # fmt: skip
+        """Load the rows and enqueue the step; nothing waits for it. ``after``: the previous step of the same rows
+        (still in flight, or done); this step's window is then each row's last emitted token of ``after``, read on
+        the device (``tokens`` is None): every column, so a plain decode, a device-drafted window (first column)
+        and a window of repeated last tokens are all served."""
+        self._parity ^= 1
+        self.io.load(self._parity, slots, tokens, num_drafts, prescribed, uniforms, temperature)
+        if after is not None:
+            B = len(slots)
+            prev = after.out[:B]
+            self.io.ints[:B, INT_COLS:] = prev.gather(1, prev[:, :1])
+        if self.graph is None:
+            out = self._body()
+        else:
+            self.graph.replay()
+            out = self.out
+        return Launched(out, self.io.host[self._parity][2], len(slots))
 
     def run(self, slots, tokens, num_drafts, prescribed, uniforms, temperature) -> torch.Tensor:
         """Load the rows, run, return [len(slots), T + 1] on the host: accepted count, then the tokens."""
-        self.io.load(slots, tokens, num_drafts, prescribed, uniforms, temperature)
-        if self.graph is None:
-            return self.io.fetch(self._body(), len(slots))
-        self.graph.replay()
-        return self.io.fetch(self.out, len(slots))
+        return self.launch(slots, tokens, num_drafts, prescribed, uniforms, temperature).result()
 
     def _body(self) -> torch.Tensor:
         """Everything of one step on the device (graph-capturable): forward (the device drafter's propose and

@@ -25,7 +25,7 @@ from ..state.lockstep import LockstepPool
 from .accept import Greedy, Rule
 from .checks import check_acceptance, check_int_list, check_slots, check_token_ids, check_tokens
 from .config import GRAPH_BATCH_SIZES, ParkedRequest, RunnerConfig, padded, pool_config, uses_graphs
-from .graphs import DeviceStep, capture
+from .graphs import DeviceStep, PendingStep, capture
 from .mtp import MTPDrafter
 
 __all__ = ["GRAPH_BATCH_SIZES", "ModelRunner", "ParkedRequest", "RunnerConfig", "pool_config"]
@@ -66,6 +66,7 @@ class ModelRunner:
         self._graphs: dict[tuple, tuple] = {}
         self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._in_flight: tuple[torch.Tensor, list[int], int] | None = None  # (slots on the device, on the host, T)
+        self.pending: list[PendingStep] = []  # launched engine steps not finished yet, oldest first (at most 2)
         self._live: set[int] = set()  # allocated slots (host mirror of the pool's books)
         self.lost: set[int] = set()  # slots whose state a failed step destroyed (recurrent decode): only free()
 
@@ -85,8 +86,7 @@ class ModelRunner:
         """Give ``slot`` back: its GDN state slot and its KV cache pages (it must have no step in flight)."""
         if slot not in self._live:
             raise ValueError(f"slot {slot!r} is not allocated")
-        if self._in_flight is not None and slot in self._in_flight[1]:
-            raise RuntimeError(f"slot {slot} is in the step in flight; commit() or abort() it first")
+        self._check_idle([slot])
         self.pool.free(self._slots([slot]))
         self.kv.release([slot])
         self._live.discard(slot)
@@ -109,8 +109,7 @@ class ModelRunner:
         if not isinstance(ids, (list, tuple)) or not ids:
             raise ValueError(f"ids must be a non-empty list of prompts (token-id lists), got {ids!r:.80}")
         slot = check_slots(slot, len(ids), self._live)
-        if self._in_flight is not None and set(slot) & set(self._in_flight[1]):
-            raise RuntimeError("prefill of a slot in the step in flight; commit() or abort() it first")
+        self._check_idle(slot)
         for i, p in enumerate(ids):
             if not isinstance(p, (list, tuple)) or not p:
                 raise ValueError(f"prompt {i} must be a non-empty list of token ids, got {p!r:.80}")
@@ -140,11 +139,24 @@ class ModelRunner:
                     self._lens[slot[i]] = P
         return out
 
-    def _check_step(self, slots, tokens, window: int | None = None) -> tuple[list[int], int, int]:
+    def _check_idle(self, slots) -> None:
+        """No slot of ``slots`` is in a step in flight (``step`` not committed, or ``launch`` not finished)."""
+        busy = set(self._in_flight[1]) if self._in_flight is not None else set()
+        for p in self.pending:
+            busy.update(p.slots)
+        if busy & set(slots):
+            raise RuntimeError(f"slots {sorted(busy & set(slots))} are in a step in flight; commit(), abort() or "
+                               "finish() it first")  # fmt: skip
+
+    def _check_step(self, slots, tokens, window: int | None = None, chained: bool = False
+                    ) -> tuple[list[int], int, int]:  # fmt: skip
         """Host checks of a step, before anything is reserved or launched: tokens [B, T] ids in the vocabulary,
-        1 <= T <= window, ``slots`` B distinct allocated slots, no step in flight."""
+        1 <= T <= window, ``slots`` B distinct allocated slots, no step in flight (but the one a chained
+        ``launch`` follows)."""
         if self._in_flight is not None:
             raise RuntimeError("the previous step is not committed yet; commit() or abort() it first")
+        if len(self.pending) > chained:
+            raise RuntimeError("a launched step is not finished yet; finish() it first")
         B, T = check_tokens(tokens, window or self.cfg.window)
         slots = check_slots(slots, B, self._live)
         if self.lost & set(slots):
@@ -152,9 +164,10 @@ class ModelRunner:
         self.check_token_ids(tokens)
         return slots, B, T
 
-    def _begin(self, slots: list[int], T: int) -> StepKind:
-        """Reserve the step's KV pages (raises before anything changes when they do not fit)."""
-        self.kv.reserve(slots, [self._lens[s] + T for s in slots])
+    def _begin(self, slots: list[int], T: int, ahead: int = 0) -> StepKind:
+        """Reserve the step's KV pages (raises before anything changes when they do not fit); ``ahead``: tokens
+        the step in flight may still add to every row (its window)."""
+        self.kv.reserve(slots, [self._lens[s] + ahead + T for s in slots])
         return StepKind.DECODE if T == 1 else StepKind.VERIFY
 
     @torch.no_grad()
@@ -262,26 +275,68 @@ class ModelRunner:
         drafter writes the T = window - 1 drafts inside the step (same graph): tokens is [B, 1], the last emitted
         tokens, and num_drafts is None. ``Sampling`` reads ``uniforms`` [B, 2T] (fp32, from the caller's seeded
         generator) and ``temperature``; ``Prescribed`` reads ``prescribed``. Returns (num_accepted, tokens
-        produced) per row; nothing else comes back from the device."""
-        slots, B, T = self._check_step(slots, tokens, 1 if device_drafts else None)
+        produced) per row; nothing else comes back from the device. ``launch`` + ``finish`` are the same step in
+        two halves."""
+        return self.finish(self.launch(slots, tokens, num_drafts, rule, prescribed=prescribed, uniforms=uniforms,
+                                       temperature=temperature, device_drafts=device_drafts))  # fmt: skip
+
+    @torch.no_grad()
+    def launch(self, slots: list[int], tokens: torch.Tensor | None, num_drafts: list[int] | None,
+               rule: Rule = GREEDY, *, prescribed: list[int] | None = None, uniforms: torch.Tensor | None = None,
+               temperature: float = 1.0, device_drafts: bool = False) -> PendingStep:  # fmt: skip
+        """Enqueue ``step_and_commit``'s step without waiting for it; ``finish`` returns its results. Everything is
+        checked, and the KV pages reserved, before anything is enqueued.
+
+        ``tokens`` None chains the step to the one in flight (``pending``): the same rows in the same order, the
+        same window and rule, launched before that step's results are read. Every token of each row's window is
+        then that row's last emitted token of the step in flight, taken on the device (a plain decode, a device
+        drafted window, or drafts that are the last token repeated), so the host never waits between the two."""
+        after = self._chain_check(slots, device_drafts) if tokens is None else None
+        window = torch.zeros(len(slots), 1 if device_drafts else after.T, dtype=torch.long) if after else tokens
+        slots, B, T = self._check_step(slots, window, 1 if device_drafts else None, chained=after is not None)
+        tokens = window
         drafter_window = self.cfg.window if self.drafter is not None else None
         nd, rest = check_acceptance(B, T, num_drafts, rule, prescribed, uniforms, temperature, device_drafts,
                                     drafter_window)  # fmt: skip
         if device_drafts:
             T = self.cfg.window
             tokens = torch.cat([tokens, tokens.new_zeros(B, T - 1)], 1)
-        kind = self._begin(slots, T)
+        if after is not None and (type(rule) is not after.rule or T != after.T):
+            raise ValueError(f"a chained step keeps the rule and window of the step in flight ({after.rule.__name__}, "
+                             f"T={after.T}), got {type(rule).__name__}, T={T}")  # fmt: skip
+        kind = self._begin(slots, T, ahead=after.T if after is not None else 0)
         Bg = padded(B) if self.use_graphs else B
         key = ("step", kind, Bg, T, type(rule), device_drafts)
         try:
             if key not in self._graphs:
                 self._graphs[key] = DeviceStep(self, kind, Bg, T, rule, device_drafts)
-            res = self._graphs[key].run(slots, tokens, nd, *rest)
+            launched = self._graphs[key].launch(slots, None if after else tokens, nd, *rest,
+                                                after=after.launched if after else None)  # fmt: skip
         except BaseException:  # nothing of the step is committed; ``lost`` lists slots it destroyed anyway
             self.lost.update(self.pool.abort(self._slots(slots)))
             raise
+        step = PendingStep(slots, T, type(rule), launched)
+        self.pending.append(step)
+        return step
+
+    def _chain_check(self, slots, device_drafts: bool) -> PendingStep:
+        if len(self.pending) != 1:
+            raise RuntimeError(f"tokens=None chains to the one step in flight; {len(self.pending)} are in flight")
+        after = self.pending[0]
+        if list(slots) != after.slots:
+            raise ValueError(f"a chained step has the rows of the step in flight ({after.slots}), got {list(slots)!r}")
+        if not isinstance(device_drafts, bool):
+            raise TypeError(f"device_drafts must be a bool, got {device_drafts!r}")
+        return after
+
+    def finish(self, step: PendingStep) -> tuple[list[int], list[list[int]]]:
+        """Wait for the oldest step in flight (``step``) and return its (num_accepted, tokens produced) per row."""
+        if not self.pending or self.pending[0] is not step:
+            raise ValueError("finish() takes the oldest step in flight (runner.pending[0])")
+        res = step.launched.result()
+        self.pending.pop(0)
         n = res[:, 0].tolist()
-        for s, k in zip(slots, n):
+        for s, k in zip(step.slots, n):
             self._lens[s] += k
         return n, [row[1 : 1 + k] for row, k in zip(res.tolist(), n)]
 
@@ -290,8 +345,7 @@ class ModelRunner:
         and free it."""
         if slot not in self._live:
             raise ValueError(f"slot {slot!r} is not allocated")
-        if self._in_flight is not None and slot in self._in_flight[1]:
-            raise RuntimeError(f"slot {slot} is in the step in flight; commit() or abort() it first")
+        self._check_idle([slot])
         s = self._slots([slot])
         gdn = self.pool.offload(s)
         drafter = self.drafter.park(s) if self.drafter is not None else None

@@ -69,7 +69,7 @@ def test_failed_generates_give_back_their_slots(llm, monkeypatch):
     """Finding 4: once max_slots calls had failed after admission, every later call returned empty outputs
     after a million idle iterations. Failures now release everything; the next call is exact."""
     ref = llm.generate([_prompt(seed=1), _prompt(9, seed=2)], max_new_tokens=12)
-    where = [(llm.runner, "step_and_commit"), (llm.runner, "prefill"), (graphs, "accept_device")]
+    where = [(llm.runner, "launch"), (llm.runner, "prefill"), (graphs, "accept_device")]
     for attempt in range(2 * llm.runner.cfg.max_slots + 1):
         obj, name = where[attempt % 3]  # before the step; in the prefill; inside the step, after the forward
         with monkeypatch.context() as m:
