@@ -28,9 +28,9 @@ TARGET_PROGRAMS = 256  # programs per launch that keep every SM of a large GPU b
 
 
 @triton.jit
-def _attn_kernel(q, kc, vc, bt, rows, start, o, part_o, part_ml, s_bt, NH, NKV, N, pages_per_split, scale,
-                 T: tl.constexpr, G: tl.constexpr, HD: tl.constexpr, BLOCK_D: tl.constexpr, PS: tl.constexpr,
-                 BLOCK_M: tl.constexpr, SPLIT: tl.constexpr, IEEE: tl.constexpr,
+def _attn_kernel(q, kc, vc, bt, rows, start, o, part_o, part_ml, gate, s_gn, s_gh, s_bt, NH, NKV, N,
+                 pages_per_split, scale, T: tl.constexpr, G: tl.constexpr, HD: tl.constexpr, BLOCK_D: tl.constexpr,
+                 PS: tl.constexpr, BLOCK_M: tl.constexpr, SPLIT: tl.constexpr, GATE: tl.constexpr, IEEE: tl.constexpr,
                  F32_DOTS: tl.constexpr):  # fmt: skip
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -86,12 +86,15 @@ def _attn_kernel(q, kc, vc, bt, rows, start, o, part_o, part_ml, s_bt, NH, NKV, 
         tl.store(part_ml + base * 2 + 1, l_i, mask=valid)
     else:
         out = acc / l_i[:, None]
+        if GATE:
+            g = tl.load(gate + (tok * s_gn + head * s_gh)[:, None] + d[None, :], mask=out_m, other=0.0)
+            out = out * tl.sigmoid(g.to(tl.float32))
         tl.store(o + (tok * NH + head)[:, None] * HD + d[None, :], out.to(o.dtype.element_ty), mask=out_m)
 
 
 @triton.jit
-def _combine_kernel(part_o, part_ml, o, N, NH, SPLITS, HD: tl.constexpr, BLOCK_D: tl.constexpr,
-                    BLOCK_S: tl.constexpr):  # fmt: skip
+def _combine_kernel(part_o, part_ml, o, gate, s_gn, s_gh, N, NH, SPLITS, HD: tl.constexpr, BLOCK_D: tl.constexpr,
+                    BLOCK_S: tl.constexpr, GATE: tl.constexpr):  # fmt: skip
     tok = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     s = tl.arange(0, BLOCK_S)
@@ -108,12 +111,19 @@ def _combine_kernel(part_o, part_ml, o, N, NH, SPLITS, HD: tl.constexpr, BLOCK_D
     for i in range(0, SPLITS):
         wi = tl.sum(tl.where(s == i, w, 0.0), 0)
         acc += wi * tl.load(part_o + ((i * N + tok) * NH + head) * HD + d, mask=dm, other=0.0)
-    tl.store(o + (tok * NH + head) * HD + d, (acc / denom).to(o.dtype.element_ty), mask=dm)
+    out = acc / denom
+    if GATE:
+        out = out * tl.sigmoid(tl.load(gate + tok * s_gn + head * s_gh + d, mask=dm, other=0.0).to(tl.float32))
+    tl.store(o + (tok * NH + head) * HD + d, out.to(o.dtype.element_ty), mask=dm)
 
 
-def _check(q, k_cache, v_cache, block_table, rows, start, T):
+def _check(q, k_cache, v_cache, block_table, rows, start, T, gate=None):
     check_tensor("q", q, ndim=3, dtypes=ACT_DTYPES)
     N, nH, hd = q.shape
+    if gate is not None:
+        check_tensor("gate", gate, shape=(N, nH, hd), dtypes=(q.dtype,), device=q.device, contiguous=False)
+        if gate.stride(2) != 1:
+            raise ValueError(f"gate must have a unit last stride, got stride {gate.stride()}")
     check_tensor("k_cache", k_cache, ndim=4, dtypes=(q.dtype,), device=q.device)
     P, PS, nKV, hd_k = k_cache.shape
     check_tensor("v_cache", v_cache, shape=tuple(k_cache.shape), dtypes=(q.dtype,), device=q.device)
@@ -129,9 +139,10 @@ def _check(q, k_cache, v_cache, block_table, rows, start, T):
     return N, nH, hd, PS, nKV
 
 
-def paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, *, T: int, scale: float):
-    """PyTorch reference of ``paged_attention`` (same signature): dense gather of every page, SDPA with a mask."""
-    N, nH, hd, PS, nKV = _check(q, k_cache, v_cache, block_table, rows, start, T)
+def paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, *, T: int, scale: float, gate=None):
+    """PyTorch reference of ``paged_attention`` (same signature): dense gather of every page, SDPA with a mask,
+    then the gate in fp32."""
+    N, nH, hd, PS, nKV = _check(q, k_cache, v_cache, block_table, rows, start, T, gate)
     B, max_pages = rows.shape[0], block_table.shape[1]
     pages = block_table[rows].long()  # [B, max_pages]
     keys = k_cache[pages].reshape(B, max_pages * PS, nKV, hd)
@@ -141,7 +152,10 @@ def paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, *, 
     o = F.scaled_dot_product_attention(q.view(B, T, nH, hd).transpose(1, 2), keys.transpose(1, 2),
                                        vals.transpose(1, 2), attn_mask=mask[:, None], scale=scale,
                                        enable_gqa=True)  # fmt: skip
-    return o.transpose(1, 2).reshape(N, nH, hd)
+    o = o.transpose(1, 2).reshape(N, nH, hd)
+    if gate is None:
+        return o
+    return (o.float() * torch.sigmoid(gate.float())).to(q.dtype)
 
 
 def num_splits(B: int, nKV: int, max_pages: int) -> int:
@@ -150,14 +164,17 @@ def num_splits(B: int, nKV: int, max_pages: int) -> int:
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
-                    rows: torch.Tensor, start: torch.Tensor, *, T: int, scale: float, impl: str = "auto"):  # fmt: skip
+                    rows: torch.Tensor, start: torch.Tensor, *, T: int, scale: float, gate: torch.Tensor | None = None,
+                    impl: str = "auto"):  # fmt: skip
     """Causal attention of B windows of T queries over their rows' cached keys (see the module docstring).
+    ``gate`` [N, nH, hd] (q's dtype, unit last stride, other strides free): the output is multiplied by
+    ``sigmoid(gate)`` before its one rounding to q's dtype (Qwen3.5's gated attention output).
 
     Returns o [B*T, nH, hd] in q's dtype. Mutates nothing. Every value it reads stays on the device, so it
     can be captured in a CUDA graph; the number of splits depends only on the shapes."""
-    N, nH, hd, PS, nKV = _check(q, k_cache, v_cache, block_table, rows, start, T)
+    N, nH, hd, PS, nKV = _check(q, k_cache, v_cache, block_table, rows, start, T, gate)
     if not use_triton(impl, q):
-        return paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, T=T, scale=scale)
+        return paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, T=T, scale=scale, gate=gate)
     if PS < 16 or PS & (PS - 1):
         raise ValueError(f"the kernel needs a page size that is a power of two >= 16, got {PS}")
     B, max_pages = rows.shape[0], block_table.shape[1]
@@ -171,12 +188,13 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     part_o = torch.empty(splits, N, nH, hd, dtype=torch.float32, device=q.device) if splits > 1 else o
     part_ml = torch.empty(splits, N, nH, 2, dtype=torch.float32, device=q.device) if splits > 1 else o
     block_d = max(16, triton.next_power_of_2(hd))
-    _attn_kernel[(B, nKV, splits)](q, k_cache, v_cache, block_table, rows, start, o, part_o, part_ml,
+    g, s_gn, s_gh = (q, 0, 0) if gate is None else (gate, gate.stride(0), gate.stride(1))
+    _attn_kernel[(B, nKV, splits)](q, k_cache, v_cache, block_table, rows, start, o, part_o, part_ml, g, s_gn, s_gh,
                                    block_table.stride(0), nH, nKV, N, per, scale, T=T, G=G, HD=hd, BLOCK_D=block_d,
                                    PS=PS, BLOCK_M=max(16, triton.next_power_of_2(G * T)), SPLIT=splits > 1,
-                                   IEEE=q.dtype == torch.float32, F32_DOTS=INTERPRETER,
+                                   GATE=gate is not None, IEEE=q.dtype == torch.float32, F32_DOTS=INTERPRETER,
                                    num_warps=8 if block_d * PS >= 16384 else 4)  # fmt: skip
     if splits > 1:
-        _combine_kernel[(N, nH)](part_o, part_ml, o, N, nH, splits, HD=hd, BLOCK_D=block_d,
-                                 BLOCK_S=triton.next_power_of_2(splits))  # fmt: skip
+        _combine_kernel[(N, nH)](part_o, part_ml, o, g, s_gn, s_gh, N, nH, splits, HD=hd, BLOCK_D=block_d,
+                                 BLOCK_S=triton.next_power_of_2(splits), GATE=gate is not None)  # fmt: skip
     return o

@@ -115,16 +115,23 @@ class KVCache:
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> None:
         """Store the step's keys and values [N, nKV, hd] of attention layer ``layer`` at ``index`` [N] (from
         ``token_index``)."""
+        ck, cv = self.flat(layer)
+        ck.index_copy_(0, index, k)
+        cv.index_copy_(0, index, v)
+
+    def flat(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention layer ``layer``'s key and value caches as [pages * page_size, nKV, hd] views: the rows that
+        ``token_index`` positions address (for kernels that write the cache themselves)."""
         ck, cv = self.k[layer], self.v[layer]
-        ck.view(-1, *ck.shape[2:]).index_copy_(0, index, k)
-        cv.view(-1, *cv.shape[2:]).index_copy_(0, index, v)
+        return ck.view(-1, *ck.shape[2:]), cv.view(-1, *cv.shape[2:])
 
     def attend(self, layer: int, q: torch.Tensor, rows: torch.Tensor, start: torch.Tensor, *, T: int,
-               scale: float) -> torch.Tensor:  # fmt: skip
+               scale: float, gate: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """Causal attention of windows of T queries q [B*T, nH, hd] over rows' cached keys (committed past
-        ``start`` [B] + the window, written first with ``write``); rows [B] int64. Returns [B*T, nH, hd]."""
+        ``start`` [B] + the window, written first with ``write``); rows [B] int64; ``gate`` [B*T, nH, hd]: the
+        output gate applied inside (``paged_attention``). Returns [B*T, nH, hd]."""
         return paged_attention(q.contiguous(), self.k[layer], self.v[layer], self.block_table, rows, start, T=T,
-                               scale=scale)  # fmt: skip
+                               scale=scale, gate=gate)  # fmt: skip
 
     def _dense(self, cache: torch.Tensor, slot: int, n: int) -> torch.Tensor:
         pages = self.block_table[slot, : self.pages_for(n)].long()

@@ -9,7 +9,7 @@ from replayssm.ops.conv import causal_conv1d_update
 from replayssm.ops.moe import moe_gemm, moe_route
 from replayssm.ops.norms import add_rms_norm, rms_norm, rms_norm_gated, silu_mul
 from replayssm.ops.paged_attention import paged_attention
-from replayssm.ops.qk_norm_rope import qk_norm_rope
+from replayssm.ops.qk_norm_rope import qk_norm_rope, qk_norm_rope_kv
 from replayssm.state.kv import KVCache
 
 DEV, DT = "cuda", torch.bfloat16
@@ -72,16 +72,37 @@ def test_paged_attention_at_27b_heads(B, T):
         kv.write(0, torch.randn(n + T, 4, 256, device=DEV, generator=g).to(DT),
                  torch.randn(n + T, 4, 256, device=DEV, generator=g).to(DT), idx)  # fmt: skip
     q = torch.randn(B * T, 24, 256, device=DEV, generator=g).to(DT)
+    gate = torch.randn(B * T, 24, 512, device=DEV, generator=g).to(DT)[..., 256:]  # the fused projection's gate
     rows = torch.tensor(slots, device=DEV)
     args = (q, kv.k[0], kv.v[0], kv.block_table, rows, lens.long())
-    ref = paged_attention(*args, T=T, scale=256**-0.5, impl="reference")
-    out = paged_attention(*args, T=T, scale=256**-0.5)
-    assert _err(out, ref) < BOUND
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = paged_attention(*args, T=T, scale=256**-0.5)
-    graph.replay()
-    assert torch.equal(captured, out)
+    for gt in (None, gate):
+        ref = paged_attention(*args, T=T, scale=256**-0.5, gate=gt, impl="reference")
+        out = paged_attention(*args, T=T, scale=256**-0.5, gate=gt)
+        assert _err(out, ref) < BOUND
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = paged_attention(*args, T=T, scale=256**-0.5, gate=gt)
+        graph.replay()
+        assert torch.equal(captured, out)
+
+
+def test_qk_norm_rope_kv_at_27b_heads():
+    """24 query and 4 KV heads of 256 from one fused projection: bitwise the two qk_norm_rope launches and the
+    cache writes."""
+    g = torch.Generator(device=DEV).manual_seed(3)
+    N, slots = 32, 4096
+    qkv = torch.randn(N, (48 + 8) * 256, device=DEV, generator=g).to(DT)
+    q = qkv[:, : 48 * 256].view(N, 24, 512)[..., :256]
+    k, v = (qkv[:, (48 + 4 * i) * 256 : (52 + 4 * i) * 256].view(N, 4, 256) for i in (0, 1))
+    cos, sin = (f(torch.rand(N, 64, device=DEV, generator=g) * 6) for f in (torch.cos, torch.sin))
+    wq, wk = ((torch.randn(256, device=DEV, generator=g) * 0.1).to(DT) for _ in range(2))
+    kc, vc = (torch.randn(slots, 4, 256, device=DEV, generator=g).to(DT) for _ in range(2))
+    index = torch.randperm(slots, device=DEV, generator=g)[:N]
+    want_k, want_v = kc.clone(), vc.clone()
+    want_k[index], want_v[index] = qk_norm_rope(k, wk, cos, sin, eps=1e-6), v
+    y = qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, kc, vc, index, eps=1e-6)
+    assert torch.equal(y, qk_norm_rope(q, wq, cos, sin, eps=1e-6))
+    assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
 
 
 @pytest.mark.parametrize("N", [1, 32, 512])

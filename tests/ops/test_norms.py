@@ -6,7 +6,7 @@ import torch
 from replayssm.models.layers import RMSNorm, RMSNormGated, apply_rope
 from replayssm.models.rope import RotaryEmbedding, YaRN
 from replayssm.ops.norms import add_rms_norm, rms_norm, rms_norm_gated, silu_mul
-from replayssm.ops.qk_norm_rope import qk_norm_rope
+from replayssm.ops.qk_norm_rope import qk_norm_rope, qk_norm_rope_kv
 
 # fp32: the kernels and references differ only in the order of one D-long sum of squares (~1e-7 relative).
 # bf16: the kernels round at the same places as the references (up to 3 roundings per output); each may
@@ -86,6 +86,38 @@ def test_qk_norm_rope_matches_norm_then_rope(device, dtype, yarn):
     ref = apply_rope(norm(q), cos, sin)
     assert torch.equal(qk_norm_rope(q, norm.weight, cos, sin, eps=1e-6, impl="reference"), ref)
     _close(qk_norm_rope(q, norm.weight, cos, sin, eps=1e-6, impl="triton"), ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_qk_norm_rope_kv_is_both_norms_and_the_cache_write(device, dtype):
+    """The decode/verify attention's one launch: bitwise the two ``qk_norm_rope`` calls of the same implementation
+    and the cache writes; cache rows outside ``index`` untouched; bad arguments refused before any write."""
+    g = torch.Generator().manual_seed(9)
+    N, nH, nKV, hd, r, slots = 5, 4, 2, 32, 8, 40
+    qkv = _rand(N, (2 * nH + 2 * nKV) * hd, dtype=dtype, g=g, scale=2).to(device)  # a fused projection's output
+    qg = qkv[:, : 2 * nH * hd].view(N, nH, 2 * hd)
+    q = qg[..., :hd]
+    k = qkv[:, 2 * nH * hd : (2 * nH + nKV) * hd].view(N, nKV, hd)
+    v = qkv[:, (2 * nH + nKV) * hd :].view(N, nKV, hd)
+    wq, wk = (_rand(hd, dtype=dtype, g=g, scale=0.2).to(device) for _ in range(2))
+    cos, sin = RotaryEmbedding(r, 10000.0)(torch.randint(0, 500, (N,), generator=g).to(device))
+    kc0, vc0 = (_rand(slots, nKV, hd, dtype=dtype, g=g).to(device) for _ in range(2))
+    index = torch.randperm(slots, generator=g)[:N].to(device)
+    for impl in ("reference", "triton"):
+        kc, vc = kc0.clone(), vc0.clone()
+        y = qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, kc, vc, index, eps=1e-6, impl=impl)
+        want_k, want_v = kc0.clone(), vc0.clone()
+        want_k[index] = qk_norm_rope(k, wk, cos, sin, eps=1e-6, impl=impl)
+        want_v[index] = v
+        assert torch.equal(y, qk_norm_rope(q, wq, cos, sin, eps=1e-6, impl=impl)), impl
+        assert torch.equal(kc, want_k) and torch.equal(vc, want_v), impl
+    kc, vc = kc0.clone(), vc0.clone()
+    for bad, match in (({"index": index.int()}, "index"), ({"v": v[:, :1]}, "heads"),
+                       ({"k_cache": kc[:, :1]}, "k_cache"), ({"wk": wk[:-1]}, "wk")):  # fmt: skip
+        kw = dict(q=q, k=k, v=v, wq=wq, wk=wk, cos=cos, sin=sin, k_cache=kc, v_cache=vc, index=index) | bad
+        with pytest.raises((ValueError, TypeError), match=match):
+            qk_norm_rope_kv(**kw, eps=1e-6)
+        assert torch.equal(kc, kc0) and torch.equal(vc, vc0)
 
 
 def test_bad_arguments_are_refused_before_anything_runs():

@@ -73,6 +73,27 @@ def test_kernel_matches_reference_and_dense_sdpa(B, T, nH, nKV, lens, dynamic, d
     assert (out.float() - ref.float()).abs().max() <= tol
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("B,T,lens", [(3, 4, [0, 17, 40]), (1, 3, [70])], ids=["one-pass", "splits"])
+def test_output_gate_inside_the_kernel(B, T, lens, dtype):
+    """``gate`` (a strided view, as the fused projection gives it): the output times sigmoid(gate), rounded once,
+    in both the one-pass store and the split combine."""
+    g = torch.Generator().manual_seed(7 + B)
+    nH, nKV, hd, page = 4, 2, 32, 16
+    kv, q, rows, *_ = _filled(B, T, nH, nKV, hd, page, lens, dtype, g, dynamic=True)
+    gate = (torch.randn(B * T, nH, 2 * hd, generator=g) * 2).to(dtype)[..., hd:]
+    args = (q, kv.k[0], kv.v[0], kv.block_table, rows, torch.tensor(lens))
+    plain = paged_attention(*args, T=T, scale=hd**-0.5, impl="reference")
+    ref = paged_attention(*args, T=T, scale=hd**-0.5, gate=gate, impl="reference")
+    if dtype == torch.float32:
+        assert torch.equal(ref, plain * torch.sigmoid(gate))
+    assert (ref.float() - plain.float() * torch.sigmoid(gate.float())).abs().max() <= TOL[dtype]
+    out = paged_attention(*args, T=T, scale=hd**-0.5, gate=gate, impl="triton")
+    assert out.dtype == dtype and (out.float() - ref.float()).abs().max() <= TOL[dtype]
+    with pytest.raises(ValueError, match="gate"):
+        paged_attention(*args, T=T, scale=hd**-0.5, gate=gate[:, :1])
+
+
 def test_kernel_reads_only_used_pages():
     """Pages past a row's keys are poisoned with NaN: the kernel never reads them (the reference would)."""
     g = torch.Generator().manual_seed(0)
