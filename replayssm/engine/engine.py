@@ -83,7 +83,7 @@ class Engine:
         self.overlap = overlap and (self.bench is not None or (self.drafter is None and temperature <= 0))
         self.requests: list[Request] = []
         self.iteration = 0
-        self._pending: tuple[PendingStep, list[Request]] | None = None  # the launched step, and its requests
+        self._steps: list[tuple[PendingStep, list[Request]]] = []  # launched, not emitted (oldest first, at most 2)
         self._held: list[int] = []  # slots of finished requests that a step in flight still runs: freed after it
 
     def add(self, prompt: list[int], max_new_tokens: int, arrival: int = 0) -> Request:
@@ -177,48 +177,52 @@ class Engine:
         the same batch, and tokens arrive one iteration later. ``drain()`` waits for the step in flight. When the
         launch of the next step fails, the step in flight is finished first (its tokens emitted), then the
         exception propagates as above."""
+        if self._steps and not self._can_chain(self.running):
+            self.drain()  # the batch changes (a request ended): emit first, so that its slot can be admitted now
         self._admit()
         batch = self.running
         self.iteration += 1
-        if self._pending is not None and self._can_chain(batch):
+        if self._steps and self._can_chain(batch):
             try:
                 nxt = self._launch(batch, chain=True)
             except BaseException:  # the step in flight is done all the same: its tokens are emitted
-                self._collect()
+                self.drain()
                 raise
+            self._steps.append((nxt, batch))
             self._collect()
-            self._pending = (nxt, batch)
             return True
-        if self._pending is not None:
-            self._collect()
-            batch = self.running
+        self.drain()
+        batch = self.running
         if not batch:
             why = self._stuck()
             if why:
                 raise RuntimeError(f"the engine cannot make progress: {why}")
             return any(not r.done for r in self.requests)
-        self._pending = (self._launch(batch, chain=False), batch)
+        self._steps.append((self._launch(batch, chain=False), batch))
         if not self.overlap:
             self._collect()
         return True
 
     def drain(self) -> None:
-        """Wait for the step in flight, if any, and emit its tokens (``step`` with ``overlap`` leaves one)."""
-        if self._pending is not None:
+        """Wait for the steps in flight, if any, and emit their tokens (``step`` with ``overlap`` leaves one)."""
+        while self._steps:
             self._collect()
 
     def _can_chain(self, batch: list[Request]) -> bool:
-        """The step in flight ran exactly ``batch``, and no row of it can reach ``max_new_tokens`` in that step
-        (one that stops on EOS runs one extra step, whose tokens are dropped)."""
-        prev = self._pending[1]
-        return (self.overlap and len(batch) == len(prev) and all(a is b for a, b in zip(batch, prev))
+        """One step is in flight, it ran exactly ``batch``, and no row of it can reach ``max_new_tokens`` in that
+        step (one that stops on EOS runs one extra step, whose tokens are dropped)."""
+        if not self.overlap or len(self._steps) != 1:
+            return False
+        prev = self._steps[0][1]
+        return (len(batch) == len(prev) and all(a is b for a, b in zip(batch, prev))
                 and all(len(r.generated) + self.window < r.max_new_tokens for r in batch))  # fmt: skip
 
     def _collect(self) -> None:
-        """Finish the step in flight and emit its tokens; free the slots it still held for finished requests."""
-        p, batch = self._pending
-        self._pending = None
+        """Finish the oldest step in flight and emit its tokens; free the slots it still held for finished
+        requests. An interrupt while waiting for it leaves it in flight (``drain`` or the next ``step`` finish it)."""
+        p, batch = self._steps[0]
         counts, produced = self.runner.finish(p)
+        self._steps.pop(0)
         for r, n, new in zip(batch, counts, produced):
             if r.done:  # finished (EOS) in the step before; this one ran on for it
                 continue
@@ -289,7 +293,8 @@ class Engine:
 
     def release(self) -> None:
         """Give back everything the engine's unfinished requests hold (slots, parked state) and mark them done
-        with an error; the step in flight, if any, is aborted. The runner is left as if they never ran."""
+        with an error; the steps in flight, if any, are finished first (their tokens emitted). The runner is left
+        as if they never ran."""
         self.drain()
         self.runner.abort()
         for r in self.requests:

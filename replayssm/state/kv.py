@@ -83,9 +83,7 @@ class KVCache:
                 self._pages[s].append(page)
                 pages.append(page)
         if cells:
-            dev = self.block_table.device
-            self.block_table.view(-1)[torch.tensor(cells, device=dev)] = torch.tensor(pages, dtype=torch.int32,
-                                                                                      device=dev)  # fmt: skip
+            self.block_table.view(-1)[self._ids(cells)] = self._ids(pages, torch.int32)
 
     def release(self, slots: list[int]) -> None:
         """Give the pages of ``slots`` back (dynamic); their table rows point at the sink again."""
@@ -95,7 +93,15 @@ class KVCache:
             self._free.extend(reversed(self._pages[s]))
             self._pages[s] = []
         if slots:
-            self.block_table[torch.tensor(slots, device=self.block_table.device)] = self.num_pages
+            self.block_table[self._ids(slots)] = self.num_pages
+
+    def _ids(self, values: list[int], dtype=torch.int64) -> torch.Tensor:
+        """``values`` on the table's device without waiting for it: a pinned copy, sent non-blocking (a step may
+        be in flight, docs/engine.md; the host allocator keeps the pinned block until the copy is done)."""
+        t = torch.tensor(values, dtype=dtype)
+        if self.block_table.device.type != "cuda":
+            return t
+        return t.pin_memory().to(self.block_table.device, non_blocking=True)
 
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
         rows = self.rows(slots)

@@ -5,6 +5,7 @@ the step-by-step engine; misuse of ``ModelRunner.launch`` / ``finish`` raises be
 import pytest
 import torch
 
+from replayssm.engine import graphs
 from replayssm.engine.accept import Greedy, Prescribed
 from replayssm.engine.engine import Engine
 from replayssm.engine.runner import ModelRunner, RunnerConfig
@@ -153,3 +154,59 @@ def test_launch_and_finish_misuse_changes_nothing(model):
         run.finish(second)
     assert [run.finish(first), run.finish(second)] == want
     assert run.pending == [] and run.kv_len(0) == ref.kv_len(0) and run.kv_len(1) == ref.kv_len(1)
+
+
+def _engine(model, overlap, slots, window=1, bench_seed=None, **kw):
+    runner = ModelRunner(model, RunnerConfig(backend="replay", max_slots=slots, max_len=128, window=window))
+    bench = None if bench_seed is None else BenchmarkAcceptance(2.5, window, seed=bench_seed, meaningless_outputs=True)
+    return Engine(runner, drafter="none" if window == 1 else "ngram", benchmark_acceptance=bench, overlap=overlap,
+                  **kw)  # fmt: skip
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_requests_waiting_for_a_slot_are_admitted_as_step_by_step(model, slots):
+    """Review finding: with every slot taken, the requests of the step in flight ending at their limit must free
+    their slots before the next admission (the engine raised "cannot make progress"); the benchmark's draws,
+    which follow the batch's make-up, stay the step-by-step engine's."""
+    jobs = [(9, 1, 6, 0), (5, 2, 9, 0), (12, 3, 7, 0)]
+    assert _serve(_engine(model, True, slots), jobs) == _serve(_engine(model, False, slots), jobs)
+    jobs = [(9, 1, 12, 0), (5, 2, 30, 0), (12, 3, 12, 0)]
+    runs = [_serve(_engine(model, o, slots, window=4, bench_seed=3), jobs) for o in (False, True)]
+    assert runs[0] == runs[1]
+
+
+def test_an_interrupt_while_waiting_leaves_the_steps_tracked(model, monkeypatch):
+    """Review finding: a KeyboardInterrupt while the host waits for a step (the usual place for Ctrl-C) lost the
+    engine's record of the steps in flight, and their slots stayed held for good. Now the next ``step``,
+    ``drain`` or ``release`` finishes them, and the run goes on exactly."""
+    jobs = [(9, 1, 14, 0), (5, 2, 9, 0)]
+    ref = _serve(_engine(model, False, 2), jobs)
+    eng = _engine(model, True, 2)
+    reqs = [eng.add(_prompt(n, seed), new, arrival) for n, seed, new, arrival in jobs]
+    real, calls = graphs.Launched.result, [0]
+
+    def interrupted(self):
+        calls[0] += 1
+        if calls[0] in (3, 6):
+            raise KeyboardInterrupt
+        return real(self)
+
+    monkeypatch.setattr(graphs.Launched, "result", interrupted)
+    interrupts = 0
+    while True:
+        try:
+            if not eng.step():
+                break
+        except KeyboardInterrupt:
+            interrupts += 1
+    assert interrupts == 2 and eng.runner.pending == [] and eng.runner.num_free == 2
+    assert [(r.generated, r.accepted) for r in reqs] == ref
+    eng2 = _engine(model, True, 2)
+    [eng2.add(_prompt(n, seed), new, arrival) for n, seed, new, arrival in jobs]
+    for _ in range(4):
+        eng2.step()
+    calls[0] = 5  # the next wait is interrupted
+    with pytest.raises(KeyboardInterrupt):
+        eng2.step()
+    eng2.release()
+    assert eng2.runner.pending == [] and eng2.runner.num_free == 2
