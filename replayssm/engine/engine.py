@@ -43,7 +43,10 @@ class Request:
 class Engine:
     """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none",
     "mtp" (the runner's device drafter: ``RunnerConfig(device_drafter="mtp")``), "auto" (the runner's device
-    drafter if it has one, else n-gram), or a host drafter (``engine.drafter.HostDrafter``).
+    drafter if it has one, else n-gram), or a host drafter (``engine.drafter.HostDrafter``). ``overlap``: launch
+    each step of an unchanged batch before reading the previous one back, where the next window needs nothing
+    from the host (no host drafter, greedy or the benchmark's acceptance; ``self.overlap`` says whether it
+    applies; docs/engine.md).
 
     Failures: a request whose prefill fails is given up (``error`` set, its slot freed); a batch step that fails
     is aborted (no request moves; requests whose state it destroyed, a recurrent backend's in-place decode
