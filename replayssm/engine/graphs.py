@@ -161,10 +161,6 @@ class DeviceStep:
             out = self.out
         return Launched(out, self.io.host[self._parity][2], len(slots))
 
-    def run(self, slots, tokens, num_drafts, prescribed, uniforms, temperature) -> torch.Tensor:
-        """Load the rows, run, return [len(slots), T + 1] on the host: accepted count, then the tokens."""
-        return self.launch(slots, tokens, num_drafts, prescribed, uniforms, temperature).result()
-
     def _body(self) -> torch.Tensor:
         """Everything of one step on the device (graph-capturable): forward (the device drafter's propose and
         observe inside it), acceptance, commit of the GDN state, the KV cache and the drafter."""

@@ -292,9 +292,9 @@ class ModelRunner:
         then that row's last emitted token of the step in flight, taken on the device (a plain decode, a device
         drafted window, or drafts that are the last token repeated), so the host never waits between the two."""
         after = self._chain_check(slots, device_drafts) if tokens is None else None
-        window = torch.zeros(len(slots), 1 if device_drafts else after.T, dtype=torch.long) if after else tokens
-        slots, B, T = self._check_step(slots, window, 1 if device_drafts else None, chained=after is not None)
-        tokens = window
+        if after is not None:  # a placeholder window of the right shape; the device fills it
+            tokens = torch.zeros(len(slots), 1 if device_drafts else after.T, dtype=torch.long)
+        slots, B, T = self._check_step(slots, tokens, 1 if device_drafts else None, chained=after is not None)
         drafter_window = self.cfg.window if self.drafter is not None else None
         nd, rest = check_acceptance(B, T, num_drafts, rule, prescribed, uniforms, temperature, device_drafts,
                                     drafter_window)  # fmt: skip

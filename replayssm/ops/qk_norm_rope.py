@@ -141,10 +141,9 @@ def qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: 
         if c.shape[1:] != (nKV, hd):
             raise ValueError(f"{name} must be [slots, {nKV}, {hd}], got {tuple(c.shape)}")
     check_tensor("index", index, shape=(N,), dtypes=(torch.int64,), device=q.device)
-    if not use_triton(impl, q):
-        _check(q, wq, cos, sin)
-        return qk_norm_rope_kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, eps=eps)
     r = _check(q, wq, cos, sin)
+    if not use_triton(impl, q):
+        return qk_norm_rope_kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, eps=eps)
     y = torch.empty(N, nH, hd, dtype=q.dtype, device=q.device)
     if N:
         _qk_norm_rope_kv_kernel[(N, nH + nKV)](q, k, v, wq, wk, cos, sin, y, k_cache, v_cache, index, nH, nKV,

@@ -22,8 +22,8 @@ def _prompt(n, seed):
     return torch.randint(3, 256, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def _runner(model, backend="replay", window=1):
-    return ModelRunner(model, RunnerConfig(backend=backend, max_slots=3, max_len=128, window=window,
+def _runner(model, backend="replay", window=1, slots=3):
+    return ModelRunner(model, RunnerConfig(backend=backend, max_slots=slots, max_len=128, window=window,
                                            shadow_backend="recurrent" if backend == "replay" else None))  # fmt: skip
 
 
@@ -157,7 +157,7 @@ def test_launch_and_finish_misuse_changes_nothing(model):
 
 
 def _engine(model, overlap, slots, window=1, bench_seed=None, **kw):
-    runner = ModelRunner(model, RunnerConfig(backend="replay", max_slots=slots, max_len=128, window=window))
+    runner = _runner(model, window=window, slots=slots)
     bench = None if bench_seed is None else BenchmarkAcceptance(2.5, window, seed=bench_seed, meaningless_outputs=True)
     return Engine(runner, drafter="none" if window == 1 else "ngram", benchmark_acceptance=bench, overlap=overlap,
                   **kw)  # fmt: skip
