@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ._common import use_triton
 from ._validate import ACT_DTYPES, check_cu_seqlens, check_slots, check_tensor, values_checkable
-from .conv_update import conv_update_triton
+from .conv_update import conv_commit_triton, conv_update_triton
 from .scatter import scatter_slots_
 
 
@@ -127,15 +127,27 @@ def causal_conv1d_update_reference(x, conv_state, weight, bias, slots, cu_seqlen
     return rows_y[row, torch.arange(N, device=dev) - starts[row]].to(x.dtype)
 
 
-def conv_commit(conv_state, scratch, slots, num_accepted):
+def conv_commit(conv_state, scratch, slots, num_accepted, *, impl: str = "auto"):
     """Roll ``conv_state`` of ``slots`` forward to the last accepted token of each row's window, all layers at once.
 
     conv_state: [NL, S, W-1, C] (or [S, W-1, C], one layer); scratch: [NL, >=B, W-1+T_max, C] (or
     [>=B, W-1+T_max, C]) from ``causal_conv1d_update``; slots: [B] int32, -1 rows skipped; num_accepted:
-    [B] int32 (>= 1). One gather and one scatter whatever the number of layers. Mutates ``conv_state``.
+    [B] int32 (>= 1). One launch whatever the number of layers (``ops.conv_update``; the PyTorch reference on CPU
+    tensors or with ``impl="reference"``). Mutates ``conv_state``.
     """
     if conv_state.dim() == 3:
         conv_state, scratch = conv_state[None], scratch[None]
+    C = conv_state.shape[-1]
+    rows_contiguous = conv_state.stride()[2:] == (C, 1) and scratch.stride()[2:] == (C, 1)
+    if use_triton(impl, conv_state) and rows_contiguous:
+        conv_commit_triton(conv_state, scratch, slots, num_accepted)
+    else:
+        conv_commit_reference(conv_state, scratch, slots, num_accepted)
+
+
+def conv_commit_reference(conv_state, scratch, slots, num_accepted):
+    """PyTorch reference of ``conv_commit`` for [NL, S, W-1, C] states and [NL, >=B, W-1+T_max, C] scratch: one
+    gather and one scatter (graph-capturable)."""
     NL, _, Wm1, C = conv_state.shape
     B = slots.shape[0]
     idx = num_accepted.long()[:, None] + torch.arange(Wm1, device=slots.device)[None, :]  # [B, W-1]

@@ -106,19 +106,20 @@ def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, 
 
 
 @triton.jit
-def _rms_norm_gated_kernel(x, z, w, y, HV, V, sz_row, eps, BLOCK: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)
-    n, hv = pid // HV, pid % HV
-    offs = tl.arange(0, BLOCK)
-    m = offs < V
-    xv = tl.load(x + pid * V + offs, mask=m, other=0.0).to(tl.float32)
+def _rms_norm_gated_kernel(x, z, w, y, R, HV, V, sz_row, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """``ROWS`` (token, value head) rows of V per program: a head's row alone is too small to keep a program busy."""
+    row = (tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS))[:, None]  # [ROWS, 1]
+    n, hv = row // HV, row % HV
+    offs = tl.arange(0, BLOCK)[None, :]
+    m = (offs < V) & (row < R)
+    xv = tl.load(x + row * V + offs, mask=m, other=0.0).to(tl.float32)
     zv = tl.load(z + n * sz_row + hv * V + offs, mask=m, other=0.0).to(tl.float32)
-    wv = tl.load(w + offs, mask=m, other=0.0)
-    inv = 1.0 / tl.sqrt(tl.sum(xv * xv, 0) / V + eps)
+    wv = tl.load(w + offs, mask=offs < V, other=0.0)
+    inv = 1.0 / tl.sqrt(tl.sum(xv * xv, 1)[:, None] / V + eps)
     normed = (xv * inv).to(wv.dtype)  # the reference rounds the norm, then the weight product, to the dtype
     wy = (wv.to(tl.float32) * normed.to(tl.float32)).to(wv.dtype).to(tl.float32)
     silu = zv / (1.0 + tl.exp(-zv))
-    tl.store(y + pid * V + offs, (wy * silu).to(y.dtype.element_ty), mask=m)
+    tl.store(y + row * V + offs, (wy * silu).to(y.dtype.element_ty), mask=m)
 
 
 def rms_norm_gated_reference(x, z, weight, *, eps: float):
@@ -143,7 +144,10 @@ def rms_norm_gated(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, *, ep
         return rms_norm_gated_reference(x, z, weight, eps=eps)
     y = torch.empty_like(x)
     if N:
-        _rms_norm_gated_kernel[(N * HV,)](x, z, weight, y, HV, V, z.stride(0), eps, BLOCK=triton.next_power_of_2(V))
+        block = triton.next_power_of_2(V)
+        rows = max(1, min(16, 2048 // block))  # ~2K elements per program: 16 rows of 128, 8 elements a thread
+        _rms_norm_gated_kernel[(triton.cdiv(N * HV, rows),)](x, z, weight, y, N * HV, HV, V, z.stride(0), eps,
+                                                             ROWS=rows, BLOCK=block)  # fmt: skip
     return y
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from replayssm.ops.conv import causal_conv1d_update
+from replayssm.ops.conv import causal_conv1d_update, conv_commit
 from replayssm.ops.moe import moe_gemm, moe_route
 from replayssm.ops.norms import add_rms_norm, rms_norm, rms_norm_gated, silu_mul
 from replayssm.ops.paged_attention import paged_attention
@@ -43,19 +43,30 @@ def test_norms_and_activations_at_27b_widths():
                                                                     impl="reference")) < BOUND  # fmt: skip
 
 
-def test_conv_update_at_27b_channels():
-    g = torch.Generator(device=DEV).manual_seed(1)
-    B, T, C = 8, 4, 10240
+@pytest.mark.parametrize("B,T", [(8, 4), (64, 4), (8, 1)])
+def test_conv_update_and_commit_at_27b_channels(B, T):
+    g = torch.Generator(device=DEV).manual_seed(B + T)
+    C, S, NL = 10240, B + 4, 3
     wide = torch.randn(B * T, C + 6144, device=DEV, generator=g).to(DT)
-    state = torch.randn(12, 3, C, device=DEV, generator=g).to(DT)
+    state = torch.randn(NL, S, 3, C, device=DEV, generator=g).to(DT)
     weight = torch.randn(C, 4, device=DEV, generator=g).to(DT)
-    slots = torch.tensor([3, 0, -1, 7, 1, 2, 11, 5], dtype=torch.int32, device=DEV)
+    slots = torch.randperm(S, generator=g, device=DEV)[:B].to(torch.int32)
+    slots[2] = -1
     cu = torch.arange(0, B * T + 1, T, dtype=torch.int32, device=DEV)
     out = []
     for impl in ("auto", "reference"):
-        scratch = torch.empty(B, 3 + T, C, dtype=DT, device=DEV)
-        out.append((causal_conv1d_update(wide[:, :C], state, weight, None, slots, cu, scratch, impl=impl), scratch))
+        scratch = torch.empty(NL, B, 3 + T, C, dtype=DT, device=DEV)
+        ys = [causal_conv1d_update(wide[:, :C], state[i], weight, None, slots, cu, scratch[i], impl=impl,
+                                   split=(2048, 2048, 6144)) for i in range(NL)]  # fmt: skip
+        out.append((torch.cat([torch.cat(y, 1) for y in ys]), scratch))
     assert torch.equal(out[0][1], out[1][1]) and _err(out[0][0], out[1][0]) < BOUND
+    n = torch.randint(1, T + 1, (B,), generator=g, device=DEV).to(torch.int32)
+    committed = []
+    for impl in ("auto", "reference"):
+        st = state.clone()
+        conv_commit(st, out[0][1], slots, n, impl=impl)
+        committed.append(st)
+    assert torch.equal(committed[0], committed[1]) and not torch.equal(committed[0], state)
 
 
 @pytest.mark.parametrize("B,T", [(1, 1), (8, 4), (64, 4)])

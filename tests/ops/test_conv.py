@@ -1,5 +1,6 @@
 """Conv rollback against a reference that replays only the accepted tokens."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -78,3 +79,22 @@ def test_prefill_matches_token_by_token():
         ref_y, ref_state = _ref_outputs(init[i], x[rows], weight, bias)
         assert torch.allclose(y[rows], ref_y, atol=1e-6)
         assert torch.equal(final[i], ref_state)
+
+
+@pytest.mark.parametrize("C", [6, 1100])  # 1100: two blocks of channels in the kernel, the last partial
+def test_commit_kernel_matches_reference(C):
+    """The Triton commit (interpreter on CPU) writes bitwise what the gather/scatter reference writes, and only
+    the live rows' slots."""
+    g = torch.Generator().manual_seed(C)
+    NL, S, W, T = 3, 6, 4, 4
+    state = torch.randn(NL, S, W - 1, C, generator=g).to(torch.bfloat16)
+    scratch = torch.randn(NL, 5, W - 1 + T, C, generator=g).to(torch.bfloat16)
+    slots = torch.tensor([5, -1, 0, 3], dtype=torch.int32)
+    n = torch.tensor([4, 2, 1, 3], dtype=torch.int32)
+    out = {}
+    for impl in ("reference", "triton"):
+        out[impl] = state.clone()
+        conv_commit(out[impl], scratch, slots, n, impl=impl)
+    assert torch.equal(out["triton"], out["reference"])
+    assert torch.equal(out["triton"][:, [1, 2, 4]], state[:, [1, 2, 4]])  # slots no live row names
+    assert torch.equal(out["triton"][:, 5], scratch[:, 0, 4 : 4 + W - 1])

@@ -8,12 +8,13 @@ from replayssm.ops.conv import causal_conv1d_update
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("bias", [False, True])
-def test_kernel_matches_reference(dtype, bias):
-    g = torch.Generator().manual_seed(int(bias))
-    S, C, W, T = 5, 40, 4, 3
-    lens = [3, 1, 2, 3]  # windows of 1..T tokens
+@pytest.mark.parametrize("T, C", [(3, 40), (4, 1100), (1, 1100)])  # 1100: two blocks of channels, the last partial
+def test_kernel_matches_reference(dtype, bias, T, C):
+    g = torch.Generator().manual_seed(int(bias) + 10 * T)
+    S, W = 5, 4
+    lens = [min(n, T) for n in (3, 1, 2, 4)]  # windows of 1..T tokens
     slots = torch.tensor([4, -1, 0, 2], dtype=torch.int32)  # one padding row
-    cu = torch.tensor([0, 3, 4, 6, 9], dtype=torch.int32)
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
     wide = torch.randn(sum(lens), C + 7, generator=g).to(dtype)  # x as a slice of a wider projection
     x = wide[:, :C]
     state = torch.randn(S, W - 1, C, generator=g).to(dtype)
@@ -26,7 +27,7 @@ def test_kernel_matches_reference(dtype, bias):
         outs[impl] = (y, scratch)
     (y_ref, s_ref), (y, s) = outs["reference"], outs["triton"]
     assert torch.equal(s[:4], s_ref[:4]) and s[4:].isnan().all()  # recorded inputs are copies: bitwise
-    assert (y[3] == 0).all()  # the padding row's output
+    assert (y[int(cu[1]) : int(cu[2])] == 0).all()  # the padding row's output
     tol = 1e-5 if dtype == torch.float32 else 3 * 2**-7
     assert ((y.float() - y_ref.float()).abs() <= tol * (1 + y_ref.float().abs())).all()
 
