@@ -50,19 +50,21 @@ class GatedDeltaNet(nn.Module):
         self._qkvz: torch.Tensor | None = None
 
     def fuse_(self) -> None:
-        # q|k|v and z in one GEMM; the conv and the output norm read its slices in place
+        # q|k|v, z, b and a in one GEMM; the conv and the output norm read its slices in place. b and a alone
+        # would be two [D, HV] GEMMs, each a split-K launch with its reduction (bench/NOTES.md, issue 15)
         if not self.next_layout and not is_fused(self._qkvz, self.in_proj_qkv):
-            self._qkvz = fuse_linears(self.in_proj_qkv, self.in_proj_z)
+            self._qkvz = fuse_linears(self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a)
 
     def _project(self, x: torch.Tensor):
         """x [N, D] -> mixed q|k|v [N, C] (conv input), z [N, HV, V], b, a [N, HV]."""
         N, H, HV, K, V = x.shape[0], self.H, self.HV, self.K, self.V
         if not self.next_layout:
-            b, a = self.in_proj_b(x), self.in_proj_a(x)
             if is_fused(self._qkvz, self.in_proj_qkv):
-                qkvz = F.linear(x, self._qkvz)
-                return qkvz[:, : self.C], qkvz[:, self.C :].view(N, HV, V), b, a
-            return self.in_proj_qkv(x), self.in_proj_z(x).view(N, HV, V), b, a
+                p = F.linear(x, self._qkvz)
+                z_end = self.C + HV * V
+                ba = p[:, z_end:].view(N, 2, HV).transpose(0, 1).contiguous()  # one copy: b and a each contiguous
+                return p[:, : self.C], p[:, self.C : z_end].view(N, HV, V), ba[0], ba[1]
+            return self.in_proj_qkv(x), self.in_proj_z(x).view(N, HV, V), self.in_proj_b(x), self.in_proj_a(x)
         r = HV // H
         p = self.in_proj_qkvz(x).view(N, H, 2 * K + 2 * r * V)
         q, k, v, z = torch.split(p, [K, K, r * V, r * V], dim=-1)

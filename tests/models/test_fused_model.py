@@ -1,4 +1,4 @@
-"""Fused projections (one GEMM for q|k|v, gate|up, qkv|z): same weights, same model, idempotent."""
+"""Fused projections (one GEMM for q|k|v, gate|up, qkv|z|b|a): same weights, same model, idempotent."""
 
 import torch
 
@@ -21,6 +21,8 @@ def test_fusion_keeps_weights_and_outputs(tmp_path):
     mlp, attn = model.model.layers[0].mlp, model.model.layers[1].self_attn
     assert mlp.gate_proj.weight.data_ptr() == mlp._gate_up.data_ptr()
     assert attn.v_proj.weight.data_ptr() == attn._qkv[-attn.v_proj.weight.shape[0] :].data_ptr()
+    gdn = model.model.layers[0].linear_attn
+    assert gdn.in_proj_a.weight.data_ptr() == gdn._qkvz[-gdn.in_proj_a.weight.shape[0] :].data_ptr()
     fused = mlp._gate_up
     model.fuse_projections()  # idempotent: no second copy
     assert mlp._gate_up is fused
