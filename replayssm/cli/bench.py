@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     e.add_argument("--steps", type=integer(1), default=12, help="timed engine iterations per mode")
     e.add_argument("--window", type=integer(2, 64), default=4, help="window length T (>= 2)")
     e.add_argument("--mean-accepted", type=number(1), default=3.0,
-                   help="prescribed mean accepted length per step, in [1, --window]")  # fmt: skip
+                   help="prescribed mean accepted length per step, in [1, --window] (drafts i.i.d.)")  # fmt: skip
     e.add_argument("--ring", type=power_of_two(2), default=16, help="ring length L: a power of two >= 2 x --window")
     e.add_argument("--capacity-context", type=integer(1), default=1024, help="KV tokens per request in --peak")
     e.add_argument("--capacity-budget-gib", type=number(0, lo_open=True), default=None,

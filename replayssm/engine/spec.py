@@ -80,11 +80,27 @@ class BenchmarkAcceptance:
         if not 1 <= mean_accepted <= window:
             raise ValueError(f"mean_accepted must be in [1, {window}], got {mean_accepted}")
         self.mean, self.window = mean_accepted, window
+        self.alpha = draft_acceptance_rate(mean_accepted, window)
         self.gen = torch.Generator().manual_seed(seed)
 
     def draw(self, n: int) -> list[int]:
-        """num_accepted for n rows: floor(mean) or ceil(mean), mixed so that the expectation is ``mean``."""
-        lo = int(self.mean)
-        frac = self.mean - lo
-        up = torch.rand(n, generator=self.gen) < frac
-        return [min(self.window, lo + int(u)) for u in up]
+        """num_accepted for n rows: 1 + the drafts accepted before the first rejection, each of the T-1 drafts
+        accepted independently with probability ``alpha`` (the usual model of speculative decoding), so that the
+        expectation is ``mean``. Rows and steps differ, as they do with a real drafter: a fixed count per row
+        (every row accepting exactly 3 at a mean of 3.0) would make every row's ring fill, and fold, in the same
+        step (docs/engine.md)."""
+        ok = torch.rand(n, self.window - 1, generator=self.gen) < self.alpha
+        return (1 + torch.cumprod(ok.to(torch.int32), 1).sum(1)).tolist()
+
+
+def draft_acceptance_rate(mean_accepted: float, window: int) -> float:
+    """The per-draft acceptance probability a whose expected tokens per step, 1 + a + ... + a^(window-1), is
+    ``mean_accepted`` (bisection; 0 at a mean of 1, 1 at a mean of ``window``)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if sum(mid**i for i in range(window)) < mean_accepted:
+            lo = mid
+        else:
+            hi = mid
+    return lo if mean_accepted < window else 1.0

@@ -121,5 +121,10 @@ def test_benchmark_acceptance_cannot_be_enabled_by_accident():
     with pytest.raises(ValueError, match="meaningless_outputs=True"):
         BenchmarkAcceptance(3.0, 4)
     b = BenchmarkAcceptance(2.5, 4, meaningless_outputs=True)
-    draws = b.draw(4000)
-    assert set(draws) == {2, 3} and abs(sum(draws) / 4000 - 2.5) < 0.05
+    draws = torch.tensor(b.draw(8000), dtype=torch.float32)
+    assert set(draws.tolist()) == {1, 2, 3, 4} and abs(draws.mean().item() - 2.5) < 0.04  # sd of the mean ~0.012
+    a = b.alpha  # each draft accepted with probability a, until the first rejection
+    for n, p in enumerate([1 - a, a * (1 - a), a * a * (1 - a), a**3], start=1):
+        assert abs((draws == n).float().mean().item() - p) < 0.02
+    assert BenchmarkAcceptance(4.0, 4, meaningless_outputs=True).draw(50) == [4] * 50
+    assert BenchmarkAcceptance(1.0, 4, meaningless_outputs=True).draw(50) == [1] * 50
