@@ -10,6 +10,7 @@ from ..state.kv import KVCache
 from .attention import GatedAttention
 from .config import ModelConfig
 from .gdn import GatedDeltaNet
+from .gemm import gemm_library
 from .layers import MLP, RMSNorm, SparseMoE
 from .step import Step
 
@@ -87,22 +88,25 @@ class HybridLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
 
     def fuse_projections(self) -> None:
-        """Run sibling projections as one GEMM each (attention q|k|v, MLP gate|up): their weights become views of
-        one tensor. Call it once the model is on its final device and dtype (the runner does); idempotent."""
+        """Run sibling projections as one GEMM each (attention q|k|v, MLP gate|up, GDN q|k|v|z|b|a): their weights
+        become views of one tensor. Call it once the model is on its final device and dtype (the runner does);
+        idempotent."""
         for m in self.modules():
             if m is not self and hasattr(m, "fuse_"):
                 m.fuse_()
 
     def hidden(self, ids: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache) -> torch.Tensor:
         """The final-norm hidden states [N, D] of the step's tokens (what the LM head and the MTP head read)."""
-        h, m = self.model.embed_tokens(ids), None
-        for layer in self.model.layers:
-            h, m = layer(h, step, pool, kv, m)
-        return self.model.norm(h) if m is None else self.model.norm.add(m, h)[1]
+        with gemm_library(ids.shape[0], ids.device):
+            h, m = self.model.embed_tokens(ids), None
+            for layer in self.model.layers:
+                h, m = layer(h, step, pool, kv, m)
+            return self.model.norm(h) if m is None else self.model.norm.add(m, h)[1]
 
     def forward(self, ids: torch.Tensor, step: Step, pool: GDNStateBackend, kv: KVCache, *,
                 last_only: bool = False) -> torch.Tensor:  # fmt: skip
         h = self.hidden(ids, step, pool, kv)
         if last_only:
             h = h[step.cu_seqlens[1:].long() - 1]
-        return self.lm_head(h)
+        with gemm_library(h.shape[0], h.device):
+            return self.lm_head(h)

@@ -140,3 +140,20 @@ def test_moe_route_and_gemm_at_35b_a3b_shape_in_a_graph(N):
         captured = routed()
     graph.replay()
     assert torch.equal(captured, eager)
+
+
+def test_gemm_library_switches_for_its_rows_and_restores():
+    from replayssm.models.gemm import LT_ROWS, gemm_library
+
+    before = torch.backends.cuda.preferred_blas_library()
+    x, w = torch.randn(32, 5120, device=DEV, dtype=DT), torch.randn(1024, 5120, device=DEV, dtype=DT)
+    ref = F.linear(x, w)
+    with gemm_library(32, torch.device(DEV)):
+        assert torch.backends.cuda.preferred_blas_library() == torch._C._BlasBackend.Cublaslt
+        assert _err(F.linear(x, w), ref) < BOUND
+    assert torch.backends.cuda.preferred_blas_library() == before
+    with pytest.raises(RuntimeError, match="inside"), gemm_library(LT_ROWS[0], torch.device(DEV)):
+        raise RuntimeError("inside")
+    assert torch.backends.cuda.preferred_blas_library() == before
+    with gemm_library(8, torch.device(DEV)):
+        assert torch.backends.cuda.preferred_blas_library() == before
