@@ -2,27 +2,42 @@
 
 PyTorch's bf16 ``F.linear`` goes through cuBLAS by default; ``torch.backends.cuda.preferred_blas_library`` switches
 it to cuBLASLt, whose heuristics choose differently. On an H200 at the Qwen3.5-27B weight shapes, timed one shape
-at a time in CUDA graphs (bench/results/2026-12-01e-h200/gemm_probe.log), cuBLASLt is faster from 32 to 64 rows
-(the down projection, [5120 x 17408]: 44.9 vs 49.2 us at 32 rows, 45.0 vs 52.1 at 64; the whole step's GEMMs
-13.81 vs 14.09 ms and 14.06 vs 14.52 ms), as fast at 1 and 8 rows, and slower at 256 (20.94 vs 20.11 ms). The
-choice is made while a step's GEMMs are issued, so a captured CUDA graph keeps it; it changes which kernel
-computes a product (summation order), not what is computed.
+at a time in CUDA graphs (bench/results/2026-12-01e-h200/gemm_probe*.log), the whole step's GEMMs take with
+cuBLASLt / cuBLAS: 13.68 / 13.88 ms at 16 rows, 13.81 / 14.09 at 32, 14.06 / 14.52 at 64, 13.94 / 14.27 at 96 and
+13.77 / 14.35 at 128 (mostly the down projection, [5120 x 17408]: 48.0 vs 55.8 us at 128 rows); the same at 1 and 8
+rows; 20.94 / 20.11 at 256. End to end (27B, one call) that was 0.3-0.5 ms less per step at 32-128 rows and no
+change elsewhere. The choice is made while a step's GEMMs are issued, so a captured CUDA graph keeps it; it
+changes which kernel computes a product (summation order), not what is computed.
 """
 
 from __future__ import annotations
 
-import warnings
+import os
+import sys
 from contextlib import contextmanager
 
 import torch
 
-LT_ROWS = (16, 128)  # rows of a step whose GEMMs go to cuBLASLt (measured at 32 and 64; 8 and 256 stay on cuBLAS)
+LT_ROWS = (16, 128)  # rows of a step whose GEMMs go to cuBLASLt (module docstring)
+_switched = False
 
 
 def _set(backend):
-    with warnings.catch_warnings():  # PyTorch calls the switch experimental and warns once per process
-        warnings.simplefilter("ignore")
+    """Set (or with None, read) the preferred library. The first switch of a process makes PyTorch's C++ side print
+    an "experimental feature" warning straight to file descriptor 2, once; that one call runs with it muted."""
+    global _switched
+    if backend is None or _switched:
         return torch.backends.cuda.preferred_blas_library(backend)
+    _switched = True
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        return torch.backends.cuda.preferred_blas_library(backend)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 @contextmanager
