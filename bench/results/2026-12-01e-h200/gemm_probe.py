@@ -44,7 +44,7 @@ def time_graph(fn, reps=20):
     return best * 1e3  # us
 
 res = []
-for M in (1, 8, 32, 64, 256):
+for M in [int(m) for m in os.environ.get("MS", "1,8,32,64,256").split(",")]:
     tot = {"cublas": 0.0, "cublaslt": 0.0, "floor": 0.0}
     for (N, K), (w, cnt) in sorted(shapes.items()):
         x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
