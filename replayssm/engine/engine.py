@@ -74,8 +74,12 @@ class Engine:
             runner.check_token_ids([eos_token_id], "eos_token_id")
         if drafter == "auto":
             drafter = "mtp" if runner.drafter is not None else "ngram"
+        window = runner.cfg.window if drafter != "none" else 1
+        if benchmark_acceptance is not None and benchmark_acceptance.window != window:
+            raise ValueError(f"benchmark_acceptance was built for windows of {benchmark_acceptance.window} tokens; "
+                             f"this engine's window is {window}")  # fmt: skip
         self.runner = runner
-        self.window = runner.cfg.window if drafter != "none" else 1
+        self.window = window
         self.on_device = drafter == "mtp" and self.window > 1  # drafts written inside the runner's step
         self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter in ("none", "mtp") else drafter)
         self.temperature, self.eos = temperature, eos_token_id

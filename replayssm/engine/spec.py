@@ -65,7 +65,7 @@ def accept_sampling(probs: torch.Tensor, drafts: list[int], gen: torch.Generator
 
 
 class BenchmarkAcceptance:
-    """FOR BENCHMARKS ONLY: accept a prescribed number of tokens per step, ignoring the model.
+    """FOR BENCHMARKS ONLY: accept a prescribed mean number of tokens per step, ignoring the model.
 
     The generated text is meaningless; this exists so that backends can be timed at a fixed mean
     acceptance. The engine only takes it through ``Engine(..., benchmark_acceptance=...)``, and the

@@ -6,8 +6,10 @@ at a time in CUDA graphs (bench/results/2026-12-01e-h200/gemm_probe*.log), the w
 cuBLASLt / cuBLAS: 13.68 / 13.88 ms at 16 rows, 13.81 / 14.09 at 32, 14.06 / 14.52 at 64, 13.94 / 14.27 at 96 and
 13.77 / 14.35 at 128 (mostly the down projection, [5120 x 17408]: 48.0 vs 55.8 us at 128 rows); the same at 1 and 8
 rows; 20.94 / 20.11 at 256. End to end (27B, one call) that was 0.3-0.5 ms less per step at 32-128 rows and no
-change elsewhere. The choice is made while a step's GEMMs are issued, so a captured CUDA graph keeps it; it
-changes which kernel computes a product (summation order), not what is computed.
+change elsewhere. The switch covers the decoder layers (``HybridLM.hidden``), not the LM head: at its shape
+cuBLASLt gains nothing (633.3 vs 632.6 us at 64 rows) and loses at 128 rows (647.9 vs 638.6). The choice is made
+while a step's GEMMs are issued, so a captured CUDA graph keeps it; it changes which kernel computes a product
+(summation order), not what is computed.
 """
 
 from __future__ import annotations
@@ -24,13 +26,24 @@ _switched = False
 
 def _set(backend):
     """Set (or with None, read) the preferred library. The first switch of a process makes PyTorch's C++ side print
-    an "experimental feature" warning straight to file descriptor 2, once; that one call runs with it muted."""
+    an "experimental feature" warning straight to file descriptor 2, once; that one call runs with fd 2 pointed at
+    the null device (process-wide for that instant). Where fd 2 cannot be redirected (closed, no null device) the
+    switch runs unmuted."""
     global _switched
     if backend is None or _switched:
         return torch.backends.cuda.preferred_blas_library(backend)
     _switched = True
-    sys.stderr.flush()
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    if sys.stderr is not None:
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:
+        return torch.backends.cuda.preferred_blas_library(backend)
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        os.close(saved)
+        return torch.backends.cuda.preferred_blas_library(backend)
     try:
         os.dup2(null, 2)
         return torch.backends.cuda.preferred_blas_library(backend)

@@ -6,9 +6,9 @@ Layouts: ``x`` [N, C] tokens; ``weight`` [C, W] (W = kernel size, 4 in Qwen3-Nex
 For a speculative window the state must roll back to the last accepted token (docs/design.md, "conv state"). The
 update op therefore leaves the state alone and records each row's conv inputs, state included,
 in ``scratch`` [B, W-1+T_max, C]; ``conv_commit`` then keeps the W-1 inputs that end at the last
-accepted token. These are plain PyTorch ops with device-side indexing only (no host sync), so
-they can be captured in a CUDA graph; rows with slot -1 read and write nothing that matters
-(their gathers are clamped and their outputs zeroed).
+accepted token. On CUDA tensors both run as Triton kernels (``ops.conv_update``), elsewhere as the PyTorch
+references here; both index on the device only (no host sync), so they can be captured in a CUDA graph. Rows
+with slot -1 read no state, write no state, and output zeros.
 """
 
 from __future__ import annotations
@@ -127,17 +127,36 @@ def causal_conv1d_update_reference(x, conv_state, weight, bias, slots, cu_seqlen
     return rows_y[row, torch.arange(N, device=dev) - starts[row]].to(x.dtype)
 
 
-def conv_commit(conv_state, scratch, slots, num_accepted, *, impl: str = "auto"):
+def conv_commit(conv_state, scratch, slots, num_accepted, *, impl: str = "auto", validate: bool = True):
     """Roll ``conv_state`` of ``slots`` forward to the last accepted token of each row's window, all layers at once.
 
     conv_state: [NL, S, W-1, C] (or [S, W-1, C], one layer); scratch: [NL, >=B, W-1+T_max, C] (or
     [>=B, W-1+T_max, C]) from ``causal_conv1d_update``; slots: [B] int32, -1 rows skipped; num_accepted:
-    [B] int32 (>= 1). One launch whatever the number of layers (``ops.conv_update``; the PyTorch reference on CPU
-    tensors or with ``impl="reference"``). Mutates ``conv_state``.
+    [B] int32 in [1, T_max]. One launch whatever the number of layers (``ops.conv_update``; the PyTorch reference
+    on CPU tensors or with ``impl="reference"``). Shapes are always checked before anything is written; with
+    ``validate`` (and not while a CUDA graph is captured) the values too (slot ids, accepted counts), which reads
+    them back. Mutates ``conv_state``.
     """
+    if not isinstance(conv_state, torch.Tensor) or conv_state.dim() not in (3, 4):
+        raise ValueError("conv_state must be a [NL, S, W-1, C] or [S, W-1, C] tensor")
     if conv_state.dim() == 3:
-        conv_state, scratch = conv_state[None], scratch[None]
-    C = conv_state.shape[-1]
+        conv_state, scratch = conv_state[None], scratch[None] if isinstance(scratch, torch.Tensor) else scratch
+    NL, S, Wm1, C = conv_state.shape
+    check_tensor("scratch", scratch, ndim=4, dtypes=(conv_state.dtype,), device=conv_state.device, contiguous=False)
+    if scratch.shape[0] != NL or scratch.shape[2] < Wm1 + 1 or scratch.shape[3] != C:
+        raise ValueError(f"scratch must have shape ({NL}, >= B, >= {Wm1 + 1}, {C}) to match conv_state, "
+                         f"got {tuple(scratch.shape)}")  # fmt: skip
+    check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=conv_state.device)
+    B = slots.shape[0]
+    check_tensor("num_accepted", num_accepted, shape=(B,), dtypes=(torch.int32,), device=conv_state.device)
+    if scratch.shape[1] < B:
+        raise ValueError(f"scratch holds {scratch.shape[1]} rows, the commit names {B}")
+    if validate and values_checkable(slots, num_accepted):
+        check_slots("slots", slots, S)
+        t_max = scratch.shape[2] - Wm1
+        bad = [n for n in num_accepted.tolist() if not 1 <= n <= t_max]
+        if bad:
+            raise ValueError(f"num_accepted holds {bad}, outside [1, {t_max}] (the window the scratch records)")
     rows_contiguous = conv_state.stride()[2:] == (C, 1) and scratch.stride()[2:] == (C, 1)
     if use_triton(impl, conv_state) and rows_contiguous:
         conv_commit_triton(conv_state, scratch, slots, num_accepted)

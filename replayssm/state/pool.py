@@ -217,7 +217,7 @@ class GDNStatePool:
             ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
         elif kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
             commit_snapshots(self.checkpoint, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
-        conv_commit(self.conv_state, self.conv_scratch, slots, num_accepted, impl=self.cfg.impl)
+        conv_commit(self.conv_state, self.conv_scratch, slots, num_accepted, impl=self.cfg.impl, validate=False)
         self.tracker.end_step()
 
     def abort(self, slots: torch.Tensor) -> list[int]:

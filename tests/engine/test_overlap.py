@@ -210,3 +210,14 @@ def test_an_interrupt_while_waiting_leaves_the_steps_tracked(model, monkeypatch)
         eng2.step()
     eng2.release()
     assert eng2.runner.pending == [] and eng2.runner.num_free == 2
+
+
+def test_benchmark_acceptance_must_match_the_engine_window(model):
+    """Finding of the 2026-12-01 review: a BenchmarkAcceptance built for another window drew counts the engine's
+    window cannot hold, and the step refused them late. The engine refuses it when it is built."""
+    runner = _runner(model, window=4)
+    with pytest.raises(ValueError, match="built for windows of 2 tokens; this engine's window is 4"):
+        Engine(runner, benchmark_acceptance=BenchmarkAcceptance(1.5, 2, meaningless_outputs=True))
+    with pytest.raises(ValueError, match="this engine's window is 1"):
+        Engine(runner, drafter="none", benchmark_acceptance=BenchmarkAcceptance(2.5, 4, meaningless_outputs=True))
+    assert Engine(runner, benchmark_acceptance=BenchmarkAcceptance(2.5, 4, meaningless_outputs=True)).window == 4

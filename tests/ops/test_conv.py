@@ -98,3 +98,31 @@ def test_commit_kernel_matches_reference(C):
     assert torch.equal(out["triton"], out["reference"])
     assert torch.equal(out["triton"][:, [1, 2, 4]], state[:, [1, 2, 4]])  # slots no live row names
     assert torch.equal(out["triton"][:, 5], scratch[:, 0, 4 : 4 + W - 1])
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_commit_refuses_bad_arguments_before_writing(impl):
+    g = torch.Generator().manual_seed(5)
+    NL, S, W, T, C = 2, 4, 4, 3, 8
+    state = torch.randn(NL, S, W - 1, C, generator=g)
+    scratch = torch.randn(NL, 3, W - 1 + T, C, generator=g)
+    slots, n = torch.tensor([2, -1, 0], dtype=torch.int32), torch.tensor([1, 2, 3], dtype=torch.int32)
+    i32 = lambda *v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    bad = [
+        (dict(n=i32(1, 2, 4)), r"num_accepted holds \[4\], outside \[1, 3\]"),
+        (dict(n=i32(0, 2, 3)), r"num_accepted holds \[0\]"),
+        (dict(slots=i32(2, 4, 0)), r"outside \[-1, 4\)"),
+        (dict(slots=i32(2, 2, 0)), "more than once"),
+        (dict(scratch=scratch[:1]), r"scratch must have shape \(2, >= B"),
+        (dict(scratch=scratch[:, :2]), "scratch holds 2 rows, the commit names 3"),
+        (dict(n=i32(1, 2)), "num_accepted must have shape"),
+        (dict(scratch=scratch.to(torch.bfloat16)), "scratch must have dtype"),
+    ]
+    for change, message in bad:
+        kw = dict(scratch=scratch, slots=slots, n=n) | change
+        before = state.clone()
+        with pytest.raises((ValueError, TypeError), match=message):
+            conv_commit(state, kw["scratch"], kw["slots"], kw["n"], impl=impl)
+        assert torch.equal(state, before)
+    conv_commit(state, scratch, slots, n, impl=impl)  # the good call still works after the refusals
+    assert torch.equal(state[:, 2], scratch[:, 0, 1:W])
