@@ -23,7 +23,7 @@ import triton
 from . import launch
 from ._common import use_triton
 from ._gluon import INTERPRET, gl
-from ._pinned import gating_reference, l2norm_reference, tile_layout
+from ._pinned import gating_reference, l2norm_reference, tile_layout, tile_rows
 from ._validate import (
     check_cu_seqlens,
     check_gdn_inputs,
@@ -36,6 +36,7 @@ from ._validate import (
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import Ring
 from .verify_kernel import _gdn_replay_verify_kernel
+from .verify_persistent import _gdn_replay_verify_persistent_kernel
 from .verify_prep import META_FIELDS, _window_prep_kernel, prep_warps
 
 
@@ -267,6 +268,9 @@ def gdn_replay_verify(
         c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, pw), _SMEM,
         num_warps=pw,
     )  # fmt: skip
+    if os.environ.get("REPLAYSSM_VERIFY", "persistent") == "persistent":
+        _launch_persistent(v, checkpoint, o, ring, META, X, GA, GB, CW, B, H, HV, K, V, L, BT, dev)
+        return o
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     KC = min(ln.k_chunk, K)
     stages = max(1, min(ln.stages, K // KC))
@@ -280,3 +284,50 @@ def gdn_replay_verify(
         num_warps=ln.num_warps, **_MAXNREG,
     )  # fmt: skip
     return o
+
+
+def _persistent_shape(V: int, items_full: int, dev):
+    """(warps, rows per thread, rows per item, stages, programs per SM) of the persistent verify."""
+    W = int(os.environ.get("REPLAYSSM_PV_WARPS", "8"))
+    rpt = 2
+    while W > 1 and 16 * W > V:
+        W //= 2
+    bvp = int(os.environ.get("REPLAYSSM_PV_ROWS", str(16 * W)))
+    bvp = max(16 * W, min(V, bvp))
+    stages = int(os.environ.get("REPLAYSSM_PV_STAGES", "2"))
+    pps = int(os.environ.get("REPLAYSSM_PV_PPS", "1"))
+    return W, rpt, bvp, stages, pps
+
+
+def _launch_persistent(v, checkpoint, o, ring, META, X, GA, GB, CW, B, H, HV, K, V, L, BT, dev):
+    W, rpt, BVP, stages, pps = _persistent_shape(V, B * HV, dev)
+    BV = tile_rows(W, rpt)
+    while BV > BVP and rpt > 1:
+        rpt //= 2
+        BV = tile_rows(W, rpt)
+    n_items = B * HV * (V // BVP)
+    programs = max(1, min(n_items, pps * launch.sm_count(dev)))
+    nx = max(2 * BT, 8)
+    l3 = gl.BlockedLayout([1, BT, K_STEP], [32, 1, 1], [W, 1, 1], [2, 1, 0])
+    cpt = (
+        gl.BlockedLayout([1, 4], [1, 32], [W, 1], [1, 0])
+        if K >= 128
+        else gl.BlockedLayout([1, 4], [32 // (K // 4), K // 4], [W, 1], [1, 0])
+    )
+    cp2 = cpt
+    vec = min(4, 2 * BT)
+    lanes = min(32, 2 * BT // vec)
+    cp3 = gl.BlockedLayout([1, vec], [32 // lanes, lanes], [W, 1], [1, 0])
+    lv = max(1, min(16, BVP // 8))
+    cpv = gl.BlockedLayout([1, 8], [32 // lv, lv], [W, 1], [1, 0])
+    cpg = gl.BlockedLayout([1, 1], [32, 1], [W, 1], [1, 0])
+    cp1 = gl.BlockedLayout([1], [32], [W], [0])
+    vm = min(4, BT)
+    lm = min(32, BT // vm)
+    cpm = gl.BlockedLayout([1, vm], [32 // lm, lm], [W, 1], [1, 0])
+    mma = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1], instr_shape=[16, 8])
+    _gdn_replay_verify_persistent_kernel[(programs,)](
+        v, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, META, X, GA, GB, CW, n_items,
+        H, HV, K, V, L, BT, BV, BVP, stages, tile_layout(W, rpt), l3, cpt, cp2, cp3, cpv, cpg, cp1, cpm, _SMEM,
+        _chunk_smem(K), _ROWS1, nx, mma, num_warps=W,
+    )  # fmt: skip
