@@ -102,7 +102,6 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
     verify.use_tensor_cores = lambda device: os.environ.get("REPLAYSSM_VERIFY_TC", "1") != "0"
     verify._window_prep_kernel = _capture("prep", verify._window_prep_kernel)
     verify._gdn_replay_verify_kernel = _capture("verify", verify._gdn_replay_verify_kernel)
-    verify._gdn_replay_verify_persistent_kernel = _capture("persistent", verify._gdn_replay_verify_persistent_kernel)
     verify._MAXNREG = {"maxnreg": 128}
     N = B * T
     q = torch.randn(N, H, K, dtype=dtype)

@@ -14,7 +14,7 @@ from tests.helpers.inputs import make_gdn_inputs, random_state, slot_tensor
 S, H, HV, K, V, T, L = 3, 1, 2, 16, 16, 2, 4
 
 
-def _flushing(impl):
+def _flushing(impl, T=T, L=L, V=V):
     """A checkpoint and a ring whose slot 1 must fold its history at the next verify (slot 0 idle)."""
     gen = torch.Generator().manual_seed(3)
     checkpoint = random_state(S, HV, V, K, gen=gen)
@@ -28,13 +28,14 @@ def _flushing(impl):
 
 
 def _committed(checkpoint, ring, impl):
+    V = ring.v.shape[3]
     out = torch.full((S, HV, V, K), float("nan"))
     return gdn_exact_fold(checkpoint, ring, slot_tensor(list(range(S))), out=out, impl=impl)
 
 
-def _once(impl, accepted):
+def _once(impl, accepted, **shape):
     """Outputs and committed states of a single verify + commit of the flushing step."""
-    checkpoint, ring, slots, x = _flushing(impl)
+    checkpoint, ring, slots, x = _flushing(impl, **shape)
     o = call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl=impl)
     ring_commit(ring, slots, torch.tensor([accepted], dtype=torch.int32), impl=impl)
     return o, _committed(checkpoint, ring, impl)
@@ -52,6 +53,21 @@ def test_a_retried_verify_on_a_flushing_slot_folds_once(impl, accepted):
     o = call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl=impl)  # the retry
     assert torch.equal(checkpoint, folded)  # the retry did not fold again
     ring_commit(ring, slots, torch.tensor([accepted], dtype=torch.int32), impl=impl)
+    assert torch.equal(o, o_ref)
+    assert torch.equal(_committed(checkpoint, ring, impl), committed_ref)
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_a_retry_on_the_tensor_core_path_folds_once_and_gives_the_same_outputs(impl):
+    """T=4 and 32-row heads: the window dots on tensor cores, a program folding two blocks of the pinned tile."""
+    shape = dict(T=4, L=8, V=32)
+    o_ref, committed_ref = _once(impl, 3, **shape)
+    checkpoint, ring, slots, x = _flushing(impl, **shape)
+    call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl=impl)
+    folded = checkpoint.clone()
+    o = call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl=impl)  # the retry
+    assert torch.equal(checkpoint, folded)
+    ring_commit(ring, slots, torch.tensor([3], dtype=torch.int32), impl=impl)
     assert torch.equal(o, o_ref)
     assert torch.equal(_committed(checkpoint, ring, impl), committed_ref)
 
