@@ -105,9 +105,6 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_s
     if split_small:  # the verify streams one row per thread: no more warps than a program has rows for
         while warps > 1 and 32 * warps > bvp:
             warps //= 2
-        # ... and folds a program's rows as one or two tile blocks (verify_kernel._flush_head)
-        while not explicit and 2 * tile_rows(warps, rpt) < bvp:
-            rpt *= 2
         rows = tile_rows(warps, rpt)
     if bvp % rows or V % bvp:
         raise ValueError(f"rows_per_program={bvp} must be a multiple of {rows} dividing V={V}")

@@ -172,27 +172,15 @@ def _main_layouts(ln: launch.Launch, BT: int, KC: int):
 _MAXNREG = {} if INTERPRET else {"maxnreg": 128}
 
 
-def verify_launch(V: int, programs: int, device: torch.device) -> launch.Launch:
-    """The main kernel's launch shape (``launch.resolve("verify", ...)``), checked: a program owns one or two
-    blocks of the pinned tile (the flush path folds them in that order, ``verify_kernel._flush_head``)."""
-    ln = launch.resolve("verify", V, programs, device, split_small=True)
-    if ln.rows_per_program > 2 * ln.rows:
-        raise ValueError(
-            f"verify launch: rows_per_program={ln.rows_per_program} is more than two tile blocks of {ln.rows} rows"
-        )
-    return ln
-
-
 def _tensor_cores(ln: launch.Launch, BT: int, KC: int, stages: int, device: torch.device):
     """(on, NX, layout) of the window dots on tensor cores: on a GPU with TF32 ``mma.sync`` (compute capability
     >= 8.0), for windows of at least 4 tokens (2BT >= 8 vectors fill the 8-wide MMA tile), with at least one
-    16-row MMA tile per warp in a program and in a block of the pinned tile (a folding program takes its dots
-    block by block) and chunks of at least 16 columns; NX = the 2BT window vectors (padded to 8)."""
+    16-row MMA tile per warp and chunks of at least 16 columns; NX = the 2BT window vectors (padded to 8)."""
     W = ln.num_warps
     nx = max(2 * BT, 8)
     # T <= 2 (2BT < 8) would pad the MMA tile with idle columns: measured slower than the FMA rows on an H200
     # (T=2, B=256: 328.8 vs 313.0 us; T=1: 294.6 vs 285.3), faster at T=4 (401.9 vs 416.3) and T=8 (637.9 vs 707.2)
-    on = use_tensor_cores(device) and 2 * BT >= 8 and ln.rows >= 16 * W and KC >= 16
+    on = use_tensor_cores(device) and 2 * BT >= 8 and ln.rows_per_program >= 16 * W and KC >= 16
     on = on and stages * KC >= nx  # the dots leave the loop through the chunk buffer
     nx = nx if on else 2 * BT
     return on, nx, gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1], instr_shape=[16, 8])
@@ -218,6 +206,7 @@ def _chunk_smem(KC: int):
 
 _SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 _ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the same unswizzled bytes, indexable row by row
+_SMEM_PRE = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # a [rows, K] state block: conflict-free pinned-tile reads
 
 
 def gdn_replay_verify(
@@ -259,7 +248,6 @@ def gdn_replay_verify(
             q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, checkpoint=checkpoint, ring=ring, slots=slots,
             cu_seqlens=cu_seqlens, scale=scale, out=out,
         )  # fmt: skip
-    ln = verify_launch(V, B * HV, q.device)
     o = torch.empty_like(v) if out is None else out
     if B == 0:
         return o
@@ -272,23 +260,23 @@ def gdn_replay_verify(
     GA = torch.empty(B, HV, 2, BT, BT, dtype=torch.float32, device=dev)
     GB = torch.empty(B, HV, 4, BT, dtype=torch.float32, device=dev)
     CW = torch.empty(B, HV, L, 2 * BT, dtype=torch.float32, device=dev)
-    FOLD = torch.empty(B, HV, dtype=torch.int32, device=dev)
     GP = triton.next_power_of_2(HV // H)
     pw = prep_warps(B * H, launch.sm_count(dev), BT)
     _window_prep_kernel[(H, B)](
         q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
-        c.epoch, c.pending, ring.folded, scale, X, META, GA, GB, CW, FOLD, H, HV, K, V, L, BT, GP,
-        *_prep_layouts(K, BT, pw), _SMEM, num_warps=pw,
+        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, pw), _SMEM,
+        num_warps=pw,
     )  # fmt: skip
+    ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     KC = min(ln.k_chunk, K)
     stages = max(1, min(ln.stages, K // KC))
-    # the chunk buffer also holds one folding block of the pinned tile (the flush path's dots read it there)
-    chs = max(stages, triton.cdiv(ln.rows * K, ln.rows_per_program * KC))
+    # a folding program copies its next state block into the idle chunk buffer while it folds, when it fits
+    pre = ln.rows_per_program > ln.rows and ln.rows * K <= stages * ln.rows_per_program * KC
     tc, nx, mma = _tensor_cores(ln, BT, KC, stages, dev)
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
-        v, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, META, X, GA, GB, CW, FOLD,
-        H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, chs, ln.layout,
-        *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, _chunk_smem(K), tc, nx, mma,
+        v, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, META, X, GA, GB, CW,
+        H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
+        *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma,
         num_warps=ln.num_warps, **_MAXNREG,
     )  # fmt: skip
     return o

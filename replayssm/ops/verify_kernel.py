@@ -28,15 +28,25 @@ from __future__ import annotations
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
 from ._gluon import async_copy, gl, jit, mma_v2
-from ._pinned import MARK, _dot_rows, _update
+from ._pinned import MARK, _update
 from .verify_prep import META_ROW
 
 
 @jit
-def _stage_fold(rk, rv, rg, rb, n, start, r0, ks, vs, gs, bs_, BVP: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                L: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr):  # fmt: skip
-    """Issue (no commit) the copies of the ``n`` history records a folding program replays, in logical order:
-    the keys (``ks``), this program's rows of the values (``vs``), every record's gate and beta."""
+def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, chunks, BVP: tl.constexpr,
+               BV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr,
+               CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, ROWS1: tl.constexpr, PRE: tl.constexpr,
+               SMEM_PRE: tl.constexpr):  # fmt: skip
+    """Fold the ``n`` history records into rows ``r0 .. r0 + BVP`` of one head's checkpoint (``BV``-row blocks
+    of the pinned tile), unless they are already marked with this epoch.
+
+    Everything the fold reads arrives in one round trip, issued before the marker is known (reads only: a head
+    folded already just discards them): the records' keys, this program's values and every record's gate and
+    beta (``ks``, ``vs``, ``gs``, in logical order, shared memory), and the first state block. A launch folds
+    every row it owns, so one marker tells for all of them. Every thread reads it before any thread writes one
+    (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to read that block's
+    marker, and the slow warp would skip its rows. With ``PRE`` the next block's state is copied into the
+    (idle) chunk buffer while the current block folds."""
     jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
     kc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
     async_copy.async_copy_global_to_shared(ks, rk + ((start + jk) & (L - 1)) * K + kc, mask=(jk < n) & (kc < K))
@@ -47,139 +57,44 @@ def _stage_fold(rk, rv, rg, rb, n, start, r0, ks, vs, gs, bs_, BVP: tl.constexpr
     pg = (start + jg) & (L - 1)
     async_copy.async_copy_global_to_shared(gs, rg + pg, mask=jg < n)
     async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=jg < n)
-
-
-@jit
-def _block_dots_tc(blk, xs, BV: tl.constexpr, K: tl.constexpr, NX: tl.constexpr, MMA: tl.constexpr):
-    """``S x`` of the window vectors for one [BV, K] state block in shared memory, [BV, NX] in ``MMA``: the same
-    TF32 x 3 tensor-core products, in the same K order, as the streaming path (``_stream_dots``), so the same
-    bits per row."""
-    DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
-    DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=1)
-    acc = gl.zeros([BV, NX], gl.float32, layout=MMA)
-    for kk in gl.static_range(0, K, 16):
-        a_hi, a_lo = _tf32_parts(blk.slice(kk, 16, dim=1).load(DA))
-        b_hi, b_lo = _tf32_parts(xs.slice(kk, 16, dim=1).permute((1, 0)).load(DB))
-        acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
-        acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
-        acc = mma_v2(a_hi, b_hi, acc, input_precision="tf32")
-    return acc
-
-
-@jit
-def _block_dots_regs(h, xs, NX: tl.constexpr, TILE: tl.constexpr):
-    """``S x`` of the window vectors for one block held in the pinned tile's registers (fp32 FMA, a butterfly over
-    the K-lanes per vector), [BV, NX] in ``TILE``: for windows too short for the tensor cores, whose 2T vectors
-    make this cheaper than a round trip of the block through shared memory."""
-    col = gl.expand_dims(gl.arange(0, NX, layout=gl.SliceLayout(0, TILE)), 0)  # [1, NX]
-    acc = gl.zeros([h.shape[0], NX], gl.float32, layout=TILE)
-    for x in gl.static_range(NX):
-        hb, xb = gl.broadcast(h, xs.slice(x, 1, dim=0).load(TILE))  # [BV, K]
-        acc = gl.where(col == x, gl.expand_dims(_dot_rows(hb, xb), 1), acc)
-    return acc
-
-
-@jit
-def _flush_head(ckpt, marks, ep, todo, n, r0, chunks, xs, ks, vs, gs, bs_, BVP: tl.constexpr, BV: tl.constexpr,
-                K: tl.constexpr, L: tl.constexpr, NX: tl.constexpr, TC: tl.constexpr, TILE: tl.constexpr,
-                CP2: tl.constexpr, ROWS1: tl.constexpr, SMEM: tl.constexpr, SMEM_BLK: tl.constexpr,
-                MMA: tl.constexpr):  # fmt: skip
-    """A flushing program's rows ``r0 .. r0 + BVP`` (one or two ``BV``-row blocks of the pinned tile): fold the
-    ``n`` staged records into each block unless ``todo`` is 0 (folded already in this epoch: a retried step),
-    write it back, mark it, and take the window dots from the folded block, so the folded state never streams
-    back through the chunk pipeline. Tensor cores: from the block in shared memory (the chunk buffer); with two
-    blocks, block 1's checkpoint arrives while block 0 folds and block 0's folded rows come back from L2 while
-    block 1 folds. FMA: straight from the registers. Leaves the dots, [BVP, NX], at the start of the chunk
-    buffer. The staging copies (``_stage_fold``) and the window vectors ``xs`` are the last group committed
-    before the call."""
-    NB: tl.constexpr = BVP // BV
-    rows = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
+    async_copy.commit_group()
+    rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
     cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
-    p_h = ckpt + gl.expand_dims(rows, 1) * K + cols  # block 0 in the tile's registers (block b: + b * BV * K)
-    br = gl.expand_dims(gl.arange(0, BV, layout=gl.SliceLayout(1, CP2)), 1)
-    bc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
-    p_blk = ckpt + (r0 + br) * K + bc  # block 0's copy pointers
-    blk = chunks._reinterpret(gl.float32, [BV, K], SMEM_BLK)  # one state block in the chunk buffer
-    m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
-    mark_ep = gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep
-    ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
-    vs_rows = vs._reinterpret(vs.dtype, [L, BVP], ROWS1)
-    gs_rows = gs._reinterpret(gl.float32, [L, 1], ROWS1)
-    bs_rows = bs_._reinterpret(gl.float32, [L, 1], ROWS1)
-    if todo != 0:
-        h = gl.load(p_h)
-        if NB > 1:
-            async_copy.async_copy_global_to_shared(blk, p_blk + BV * K)  # block 1
-            async_copy.commit_group()
-            async_copy.wait_group(1)
-        else:
-            async_copy.wait_group(0)
-        gl.thread_barrier()
-        h = _fold_staged(h, ks_rows, vs_rows, gs_rows, bs_rows, n, 0, BV, TILE)
-        gl.store(p_h, h)
-        gl.store(marks + r0 // MARK + m, mark_ep)
-        if TC:
-            if NB > 1:
-                async_copy.wait_group(0)
-                gl.thread_barrier()
-                h1 = blk.load(TILE)
-                gl.thread_barrier()  # every warp holds its rows of block 1, and block 0's folded rows are stored
-                async_copy.async_copy_global_to_shared(blk, p_blk)  # block 0, folded, back while block 1 folds
-                async_copy.commit_group()
-                h1 = _fold_staged(h1, ks_rows, vs_rows, gs_rows, bs_rows, n, BV, BV, TILE)
-                gl.store(p_h + BV * K, h1)
-                gl.store(marks + (r0 + BV) // MARK + m, mark_ep)
-                async_copy.wait_group(0)
-                gl.thread_barrier()
-                d0 = _block_dots_tc(blk, xs, BV, K, NX, MMA)
-                gl.thread_barrier()
-                blk.store(h1)
-                gl.thread_barrier()
-                d1 = _block_dots_tc(blk, xs, BV, K, NX, MMA)
-            else:
-                blk.store(h)
-                gl.thread_barrier()
-                d0 = _block_dots_tc(blk, xs, BV, K, NX, MMA)
-                d1 = d0
-        else:
-            d0 = _block_dots_regs(h, xs, NX, TILE)
-            d1 = d0
-            if NB > 1:
-                async_copy.wait_group(0)
-                gl.thread_barrier()
-                h1 = _fold_staged(blk.load(TILE), ks_rows, vs_rows, gs_rows, bs_rows, n, BV, BV, TILE)
-                gl.store(p_h + BV * K, h1)
-                gl.store(marks + (r0 + BV) // MARK + m, mark_ep)
-                d1 = _block_dots_regs(h1, xs, NX, TILE)
-    else:  # folded already by this step (a retry): the dots of the folded blocks
-        if TC:
-            async_copy.async_copy_global_to_shared(blk, p_blk)
-            async_copy.commit_group()
-            async_copy.wait_group(0)
-            gl.thread_barrier()
-            d0 = _block_dots_tc(blk, xs, BV, K, NX, MMA)
-            d1 = d0
-            if NB > 1:
-                gl.thread_barrier()
-                async_copy.async_copy_global_to_shared(blk, p_blk + BV * K)
-                async_copy.commit_group()
-                async_copy.wait_group(0)
-                gl.thread_barrier()
-                d1 = _block_dots_tc(blk, xs, BV, K, NX, MMA)
-        else:
-            async_copy.wait_group(0)
-            gl.thread_barrier()
-            d0 = _block_dots_regs(gl.load(p_h), xs, NX, TILE)
-            d1 = d0
-            if NB > 1:
-                gl.thread_barrier()  # one block's registers at a time
-                d1 = _block_dots_regs(gl.load(p_h + BV * K), xs, NX, TILE)
-    gl.thread_barrier()  # every warp is done with the chunk buffer: it takes the dots
-    acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)
-    acc_s.slice(0, BV, dim=0).store(d0)
-    if NB > 1:
-        acc_s.slice(BV, BV, dim=0).store(d1)
+    h0 = gl.load(ckpt + gl.expand_dims(rows0, 1) * K + cols)  # in flight with the copies
+    todo = gl.load(marks + r0 // MARK) != ep
     gl.thread_barrier()
+    if todo:
+        m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
+        if PRE:
+            pre = chunks._reinterpret(gl.float32, [BV, K], SMEM_PRE)
+            br = gl.expand_dims(gl.arange(0, BV, layout=gl.SliceLayout(1, CP2)), 1)
+            p_pre = ckpt + (r0 + br) * K + kc
+            async_copy.async_copy_global_to_shared(pre, p_pre + BV * K)  # block 1
+            async_copy.commit_group()
+        async_copy.wait_group(1 if PRE else 0)
+        gl.thread_barrier()
+        ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
+        vs_rows = vs._reinterpret(rv.dtype.element_ty, [L, BVP], ROWS1)
+        gs_rows = gs._reinterpret(gl.float32, [L, 1], ROWS1)
+        bs_rows = bs_._reinterpret(gl.float32, [L, 1], ROWS1)
+        for blk in gl.static_range(BVP // BV):
+            p = ckpt + gl.expand_dims(rows0 + blk * BV, 1) * K + cols
+            if blk == 0:
+                h = h0
+            elif PRE:
+                async_copy.wait_group(0)
+                gl.thread_barrier()
+                h = pre.load(TILE)
+                gl.thread_barrier()  # every warp holds its rows: the buffer takes the next block
+                if blk + 1 < BVP // BV:
+                    async_copy.async_copy_global_to_shared(pre, p_pre + (blk + 1) * BV * K)
+                    async_copy.commit_group()
+            else:
+                h = gl.load(p)
+            h = _fold_staged(h, ks_rows, vs_rows, gs_rows, bs_rows, n, blk * BV, BV, TILE)
+            gl.store(p, h)
+            mark = marks + (r0 + blk * BV) // MARK
+            gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
 
 
 @jit
@@ -219,93 +134,20 @@ def _window_outputs(dk, dq, v_raw, live_e, tok, a_s, pt_s, eg, beta, BT: tl.cons
 
 
 @jit
-def _stage_window(xs, vw, X, head, v, bos, T, i_hv, r0, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                  BT: tl.constexpr, BVP: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr):  # fmt: skip
-    """Issue (no commit) the copies of the window vectors staged by ``verify_prep`` and the window's values."""
-    x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
-    x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
-    p_x = X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
-    async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), p_x)
-    r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
-    v_t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, CPV)), 1)  # [BT, 1]
-    v_tok = bos.to(gl.int64) + gl.where(v_t < T, v_t, 0)
-    async_copy.async_copy_global_to_shared(vw, v + (v_tok * HV + i_hv) * V + r2, mask=v_t < T)
-
-
-@jit
-def _stage_gates(a_s, pt_s, gb_s, GA, GB, vh, BT: tl.constexpr, M2: tl.constexpr):
-    """Issue (no commit) the copies of the window's [T, T] matrices and gates staged by ``verify_prep``."""
-    i0 = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, M2)), 1)
-    i1 = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(0, M2)), 0)
-    p_ga = GA + vh * (2 * BT * BT) + i0 * BT + i1
-    async_copy.async_copy_global_to_shared(a_s, p_ga)
-    async_copy.async_copy_global_to_shared(pt_s, p_ga + BT * BT)
-    i4 = gl.expand_dims(gl.arange(0, 4, layout=gl.SliceLayout(1, M2)), 1)
-    async_copy.async_copy_global_to_shared(gb_s, GB + vh * (4 * BT) + i4 * BT + i1)
-
-
-@jit
-def _stream_dots(chunks, xs, BVP: tl.constexpr, K: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr,
-                 BT: tl.constexpr, NX: tl.constexpr, STAGES: tl.constexpr, TC: tl.constexpr, MMA: tl.constexpr,
-                 L3: tl.constexpr, SMEM: tl.constexpr, c_ptr):  # fmt: skip
-    """``S0 x`` of the window vectors, streaming the checkpoint through ``chunks`` a [BVP, KC] column chunk at a
-    time (``STAGES`` in flight; the first ``STAGES`` already issued, one commit group each): on tensor cores
-    (three TF32 products of hi/lo parts, fp32-accurate) or as in-thread FMA rows. Returns the (k, q) dots [BVP,
-    BT] in the window math's layout (a row per thread)."""
-    NC: tl.constexpr = K // KC
-    EPI: tl.constexpr = gl.SliceLayout(2, L3)
-    if TC:
-        DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
-        DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=1)
-        acc = gl.zeros([BVP, NX], gl.float32, layout=MMA)
-    else:
-        acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
-        acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
-    for c in gl.static_range(NC):
-        async_copy.wait_group(STAGES - 1)
-        gl.thread_barrier()
-        buf = chunks.index(c % STAGES)
-        if TC:
-            for ks in gl.static_range(0, KC, 16):
-                a_hi, a_lo = _tf32_parts(buf.slice(ks, 16, dim=1).load(DA))  # [BVP, 16]
-                b_hi, b_lo = _tf32_parts(xs.slice(c * KC + ks, 16, dim=1).permute((1, 0)).load(DB))  # [16, NX]
-                acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
-                acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
-                acc = mma_v2(a_hi, b_hi, acc, input_precision="tf32")
-        else:
-            for ks in gl.static_range(0, KC, KS):
-                h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
-                xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))  # [BT, KS]
-                xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
-                acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
-                acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
-        gl.thread_barrier()  # every warp is done with this stage: refill it
-        if c + STAGES < NC:
-            async_copy.async_copy_global_to_shared(chunks.index(c % STAGES), c_ptr + (c + STAGES) * KC)
-        async_copy.commit_group()
-    if TC:  # to the window math's layout (a row per thread) through the (now idle) chunk buffer
-        acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)
-        acc_s.store(acc)
-        gl.thread_barrier()
-        acc_k = acc_s.slice(0, BT, dim=1).load(EPI)
-        acc_q = acc_s.slice(BT, BT, dim=1).load(EPI)
-    return acc_k, acc_q
-
-
-@jit
 def _gdn_replay_verify_kernel(
-    v, checkpoint, o, ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, META, X, GA, GB, CW, FOLD,
+    v, checkpoint, o, ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, META, X, GA, GB, CW,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
     BV: tl.constexpr, BVP: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr, STAGES: tl.constexpr,
-    CHS: tl.constexpr, TILE: tl.constexpr, L3: tl.constexpr, M2: tl.constexpr, CPT: tl.constexpr,
-    CP2: tl.constexpr, CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr,
-    SMEM_CHUNK: tl.constexpr, ROWS1: tl.constexpr, SMEM_BLK: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
+    TILE: tl.constexpr, L3: tl.constexpr, M2: tl.constexpr, CPT: tl.constexpr, CP2: tl.constexpr,
+    CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
+    ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr,
 ):  # fmt: skip
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
     i_v = gl.program_id(2)  # small batches split a head's rows over several programs
     i_h = i_hv // (HV // H)
+    NC: tl.constexpr = K // KC
     EPI: tl.constexpr = gl.SliceLayout(2, L3)
     r0 = i_v * BVP
     mb = META + i_b * META_ROW
@@ -318,7 +160,7 @@ def _gdn_replay_verify_kernel(
     live_e = gl.expand_dims(rows_e < V, 1) & gl.expand_dims(tok < T, 0)
     p_o = o + (gl.expand_dims(tok64, 0) * HV + i_hv) * V + gl.expand_dims(rows_e, 1)
 
-    chunks = gl.allocate_shared_memory(gl.float32, [CHS, BVP, KC], SMEM_CHUNK)  # >= STAGES; a folding block fits
+    chunks = gl.allocate_shared_memory(gl.float32, [STAGES, BVP, KC], SMEM_CHUNK)
     xs = gl.allocate_shared_memory(gl.float32, [NX, K], SMEM)  # window vectors (rows past 2BT: MMA padding)
     us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
     cs = gl.allocate_shared_memory(gl.float32, [L, 2 * BT], SMEM)  # weighted history dots
@@ -345,44 +187,86 @@ def _gdn_replay_verify_kernel(
         rv = ring_v + (s64 * HV + i_hv) * L * V
         ru = ring_u + (s64 * HV + i_hv) * L * V
         vh = i_b.to(gl.int64) * HV + i_hv
-        head = i_b.to(gl.int64) * H + i_h
-        if fl != 0:  # 1. fold (once per epoch) and the window dots from the folded blocks; an empty history
-            todo = gl.load(FOLD + vh)
+        if fl != 0:  # 1. fold (once per epoch), then an empty history
             ep = gl.load(mb + 6)
             rk = ring_k + (s64 * H + i_h) * L * K
             rg = ring_g + (s64 * HV + i_hv) * L
             rb = ring_beta + (s64 * HV + i_hv) * L
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-            _stage_window(xs, vw, X, head, v, bos, T, i_hv, r0, HV, K, V, BT, BVP, CP2, CPV)
-            _stage_gates(a_s, pt_s, gb_s, GA, GB, vh, BT, M2)
-            if todo != 0:
-                _stage_fold(rk, rv, rg, rb, wp, bs, r0, fold_k, fold_v, fold_g, fold_b, BVP, K, V, L, CP2, CPV, CPG)
+            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, fold_k, fold_v, fold_g, fold_b, chunks, BVP, BV,
+                       K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
+            gl.thread_barrier()  # the folded rows are visible to every thread of the program
+        n_hist = gl.where(fl != 0, 0, wp)
+
+        # 2. Copies: the first chunk with the step's vectors (group 0), then one group per further chunk.
+        c_rows = gl.arange(0, BVP, layout=gl.SliceLayout(1, CPT))
+        c_cols = gl.arange(0, KC, layout=gl.SliceLayout(0, CPT))
+        c_ptr = ckpt + gl.expand_dims(r0 + c_rows, 1) * K + gl.expand_dims(c_cols, 0)
+        async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
+        x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
+        x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
+        head = i_b.to(gl.int64) * H + i_h
+        async_copy.async_copy_global_to_shared(
+            xs.slice(0, 2 * BT, dim=0), X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
+        )
+        j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
+        r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
+        async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
+        jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
+        c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
+        async_copy.async_copy_global_to_shared(cs, CW + vh * (L * 2 * BT) + jc * (2 * BT) + c2, mask=jc < n_hist)
+        v_t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, CPV)), 1)  # [BT, 1]
+        v_tok = bos.to(gl.int64) + gl.where(v_t < T, v_t, 0)
+        async_copy.async_copy_global_to_shared(vw, v + (v_tok * HV + i_hv) * V + r2, mask=v_t < T)
+        async_copy.commit_group()
+        for st in gl.static_range(1, STAGES):
+            async_copy.async_copy_global_to_shared(chunks.index(st), c_ptr + st * KC)
             async_copy.commit_group()
-            _flush_head(ckpt, marks, ep, todo, wp, r0, chunks, xs, fold_k, fold_v, fold_g, fold_b, BVP, BV, K, L, NX,
-                        TC, TILE, CP2, ROWS1, SMEM, SMEM_BLK, MMA)  # fmt: skip
+        i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
+        i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
+        p_ga = GA + vh * (2 * BT * BT) + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0)
+        a_s.store(gl.load(p_ga))
+        pt_s.store(gl.load(p_ga + BT * BT))
+        i4 = gl.arange(0, 4, layout=gl.SliceLayout(1, M2))
+        gb_s.store(gl.load(GB + vh * (4 * BT) + gl.expand_dims(i4, 1) * BT + gl.expand_dims(i1, 0)))
+
+        # S0 x for the window vectors, a chunk of K at a time: on tensor cores (three TF32 products of hi/lo parts,
+        # fp32-accurate) or as in-thread FMA rows.
+        if TC:
+            DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
+            DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=1)
+            acc = gl.zeros([BVP, NX], gl.float32, layout=MMA)
+        else:
+            acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+            acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+        for c in gl.static_range(NC):
+            async_copy.wait_group(STAGES - 1)
+            gl.thread_barrier()
+            buf = chunks.index(c % STAGES)
+            if TC:
+                for ks in gl.static_range(0, KC, 16):
+                    a_hi, a_lo = _tf32_parts(buf.slice(ks, 16, dim=1).load(DA))  # [BVP, 16]
+                    b_hi, b_lo = _tf32_parts(xs.slice(c * KC + ks, 16, dim=1).permute((1, 0)).load(DB))  # [16, NX]
+                    acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
+                    acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
+                    acc = mma_v2(a_hi, b_hi, acc, input_precision="tf32")
+            else:
+                for ks in gl.static_range(0, KC, KS):
+                    h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
+                    xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))  # [BT, KS]
+                    xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
+                    acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
+                    acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
+            gl.thread_barrier()  # every warp is done with this stage: refill it
+            if c + STAGES < NC:
+                async_copy.async_copy_global_to_shared(chunks.index(c % STAGES), c_ptr + (c + STAGES) * KC)
+            async_copy.commit_group()
+        if TC:  # to the window math's layout (a row per thread) through the (now idle) chunk buffer
             acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)
+            acc_s.store(acc)
+            gl.thread_barrier()
             acc_k = acc_s.slice(0, BT, dim=1).load(EPI)
             acc_q = acc_s.slice(BT, BT, dim=1).load(EPI)
-        else:
-            # 2. Copies: the first chunk with the step's vectors (group 0), then one group per further chunk.
-            c_rows = gl.arange(0, BVP, layout=gl.SliceLayout(1, CPT))
-            c_cols = gl.arange(0, KC, layout=gl.SliceLayout(0, CPT))
-            c_ptr = ckpt + gl.expand_dims(r0 + c_rows, 1) * K + gl.expand_dims(c_cols, 0)
-            async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
-            _stage_window(xs, vw, X, head, v, bos, T, i_hv, r0, HV, K, V, BT, BVP, CP2, CPV)
-            j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
-            r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
-            async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < wp)
-            jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
-            c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
-            async_copy.async_copy_global_to_shared(cs, CW + vh * (L * 2 * BT) + jc * (2 * BT) + c2, mask=jc < wp)
-            _stage_gates(a_s, pt_s, gb_s, GA, GB, vh, BT, M2)
-            async_copy.commit_group()
-            for st in gl.static_range(1, STAGES):
-                async_copy.async_copy_global_to_shared(chunks.index(st), c_ptr + st * KC)
-                async_copy.commit_group()
-            acc_k, acc_q = _stream_dots(chunks, xs, BVP, K, KC, KS, BT, NX, STAGES, TC, MMA, L3, SMEM, c_ptr)
-        n_hist = gl.where(fl != 0, 0, wp)
 
         # 3. The history term, then the window.
         eh = gb_s.slice(2, 1, dim=0).load(EPI)  # [1, BT]: e^Gt

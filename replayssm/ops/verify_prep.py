@@ -14,9 +14,6 @@ loads after it:
   ``beta`` appended to the ring;
 - ``CW [B, HV, L, 2BT]`` for a row that does not fold this step: the history dots weighted by the decay
   since each record, ``e^(Gt - P_j) k^_j.x`` for every committed record j and window vector x;
-- ``FOLD [B, HV]`` int32: 1 where the row flushes and the head's fold marker is not this epoch's (the main
-  kernel folds it), else 0. Reading the markers here, before the main kernel writes any, spares each folding
-  program a dependent round trip and makes the read-before-write order of the markers hold by construction;
 - ``pending[slot] = T``.
 
 The program is latency-bound, so its shape follows the round trips, not the arithmetic: every load that
@@ -31,7 +28,7 @@ from __future__ import annotations
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
 from ._gluon import async_copy, gl, jit
-from ._pinned import MARK, _gating, _l2norm
+from ._pinned import _gating, _l2norm
 
 META_FIELDS = 8  # slot, bos, T, write_pos, base, flush, epoch, (unused)
 META_ROW = tl.constexpr(META_FIELDS)  # the same, readable inside kernels
@@ -79,9 +76,8 @@ def _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV: tl.constexpr, GROUP: tl.
 @jit
 def _window_prep_kernel(
     q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring_k, ring_g, ring_beta, write_pos, base, flush, epoch,
-    pending, ring_folded, scale, X, META, GA, GB, CW, FOLD,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
-    GP: tl.constexpr,
+    pending, scale, X, META, GA, GB, CW,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, GP: tl.constexpr,
     ROWS: tl.constexpr, KK3: tl.constexpr, G3: tl.constexpr, LH: tl.constexpr, GH: tl.constexpr, LW: tl.constexpr,
     CPK: tl.constexpr, ML: tl.constexpr, SMEM: tl.constexpr,
 ):  # fmt: skip
@@ -96,9 +92,6 @@ def _window_prep_kernel(
     if slot < 0:
         if i_h == 0:
             gl.store(META + i_b * META_ROW + mi, _meta_row(mi, slot, bos, T, 0, 0, 0, 0))
-        gv_p = gl.arange(0, GP, layout=ML)
-        gl.store(FOLD + i_b.to(gl.int64) * HV + i_h * GROUP + gv_p, gl.zeros([GP], gl.int32, layout=ML),
-                 mask=gv_p < GROUP)  # fmt: skip
     else:
         s64 = slot.to(gl.int64)
         b64 = i_b.to(gl.int64)
@@ -120,12 +113,10 @@ def _window_prep_kernel(
         g0, be0, hv0, live0 = _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV, GROUP, GP, BT, M0)
         g1, be1, hv1, live1 = _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV, GROUP, GP, BT, M1)
 
-        # 2. The history (a folding row has none left): its gates and, by cp.async, its keys; the fold markers.
+        # 2. The history (a folding row has none left): its gates and, by cp.async, its keys.
         n_hist = gl.where(fl != 0, 0, wp)
         rk = ring_k + (s64 * H + i_h) * L * K
         gv_h = gl.expand_dims(gl.arange(0, GP, layout=gl.SliceLayout(1, GH)), 1)  # [GP, 1]
-        hv_m = i_h * GROUP + gv_h
-        mark = gl.load(ring_folded + (s64 * HV + hv_m) * (V // MARK), mask=(gv_h < GROUP) & (fl != 0), other=0)
         j_h = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(0, GH)), 0)  # [1, L]
         g_hist = gl.load(ring_g + (s64 * HV + i_h * GROUP + gv_h) * L + ((bs + j_h) & (L - 1)),
                          mask=(gv_h < GROUP) & (j_h < n_hist), other=0.0)  # fmt: skip
@@ -182,8 +173,6 @@ def _window_prep_kernel(
         eh = gl.expand_dims(gl.exp(Gt), 1) + gl.zeros([GP, BT], gl.float32, layout=GH)
         gb_h = GB + (b64 * HV + i_h * GROUP + gv_h) * (4 * BT) + 2 * BT + t_h
         gl.store(gb_h, eh, mask=(gv_h < GROUP) & (t_h < BT))
-        fold = ((fl != 0) & (mark != ep)).to(gl.int32)
-        gl.store(FOLD + b64 * HV + hv_m, fold, mask=gv_h < GROUP)
         async_copy.wait_group(0)
         gl.thread_barrier()
         if n_hist > 0:

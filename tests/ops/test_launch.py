@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from replayssm.ops import launch
-from replayssm.ops.verify import verify_launch
 
 CPU = torch.device("cpu")  # one "SM": a batch is small below 4 programs
 
@@ -30,21 +29,6 @@ def test_an_override_wins_over_the_small_batch_shape():
     with launch.override(verify=launch.TileConfig(num_warps=2, rows_per_thread=1)):
         ln = launch.resolve("verify", 128, 2, CPU, split_small=True)
     assert ln.num_warps == 2 and ln.rows == 16
-
-
-def test_a_verify_program_folds_at_most_two_tile_blocks():
-    """Small heads shrink the tile; the verify then gives each thread more rows rather than a program more
-    blocks (the flush path folds one or two); an override that asks for more is refused before any launch."""
-    for V, programs in ((32, 64), (16, 64), (128, 2), (128, 64)):
-        ln = launch.resolve("verify", V, programs, CPU, split_small=True)
-        assert ln.rows_per_program in (ln.rows, 2 * ln.rows), (V, programs, ln)
-    ln = launch.resolve("verify", 32, 64, CPU, split_small=True)
-    assert (ln.num_warps, ln.rows, ln.rows_per_program) == (1, 16, 32)
-    with (
-        launch.override(verify=launch.TileConfig(num_warps=2, rows_per_thread=1)),
-        pytest.raises(ValueError, match="more than two tile blocks"),
-    ):
-        verify_launch(128, 2, CPU)
 
 
 def test_other_kernels_keep_their_defaults_and_unknown_names_are_refused():

@@ -33,8 +33,7 @@ def test_tensor_cores_only_where_the_mma_tile_is_full(monkeypatch):
     assert _tensor_cores(ln, 4, 8, 4, CPU)[0] is False  # chunks narrower than one 16-column MMA step
     assert _tensor_cores(ln, 16, 16, 1, CPU)[0] is False  # the dots leave through the chunk buffer: too small
     small = launch.resolve("verify", 16, 64, CPU, split_small=True)
-    # a folding program takes its dots block by block: a 16-row MMA tile per warp in a block of the pinned tile
-    assert _tensor_cores(small, 4, 16, 1, CPU)[0] is (small.rows >= 16 * small.num_warps)
+    assert _tensor_cores(small, 4, 16, 1, CPU)[0] is (small.rows_per_program >= 16 * small.num_warps)
     monkeypatch.setenv("REPLAYSSM_VERIFY_TC", "0")
     assert use_tensor_cores(CPU) is False and _tensor_cores(ln, 4, 32, 2, CPU)[:2] == (False, 8)
 
