@@ -4,10 +4,12 @@ Every kernel that advances a GDN state (``gdn_recurrent``, ``gdn_exact_fold``, t
 ``gdn_replay_verify``) holds its ``[BV, K]`` fp32 tile in ``tile_layout`` and calls ``_update`` (via
 ``_fold_records`` for ring records) with a key normalised by ``_l2norm`` on the tile's column layout.
 A row's ``sum_K`` is then always the same sequence of instructions: 4 contiguous K-elements per
-register chunk, ``K / 16`` chunks in each thread accumulated in register order, then a butterfly
-over the 4 K-lanes of the warp. How many rows a thread, a warp or a program holds does not enter a
+register chunk, ``K / 32`` chunks in each thread accumulated in register order, then a butterfly
+over the 8 K-lanes of the warp. How many rows a thread, a warp or a program holds does not enter a
 row's arithmetic, so launches may size their programs freely; the K-split may never change in one
-kernel without the others (docs/kernels.md).
+kernel without the others (docs/kernels.md). Eight K-lanes rather than four (2026-12-02): a row's
+chain is half as long and a thread holds twice the rows for the same registers, so a record's update
+has twice the independent work to hide its latency (fold -13% per record on an H200, bench/NOTES.md).
 
 The contract, per record (``e = exp(g)``, ``k^`` the normalised key, in the order of docs/design.md, "the math"):
 ``h *= e; r = (v - sum_K(h * k^)) * beta; h += k^ (x) r``.
@@ -22,12 +24,12 @@ from ._gluon import gl, jit
 from .ring import MARK_ROWS
 
 K_CHUNK = 4  # contiguous K-elements per register chunk (one 16-byte load)
-K_LANES = 4  # lanes of a warp along K
+K_LANES = 8  # lanes of a warp along K
 ROW_LANES = 32 // K_LANES  # lanes of a warp along the rows
 
 
 def tile_layout(num_warps: int, rows_per_thread: int = 1):
-    """The register layout of a ``[rows, K]`` state tile: rows over 8 lanes x ``num_warps``, K pinned."""
+    """The register layout of a ``[rows, K]`` state tile: rows over 4 lanes x ``num_warps``, K pinned."""
     return gl.BlockedLayout([rows_per_thread, K_CHUNK], [ROW_LANES, K_LANES], [num_warps, 1], [1, 0])
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._pinned import ROW_LANES, tile_layout, tile_rows
+from ._pinned import tile_layout, tile_rows
 
 
 @dataclass(frozen=True)
@@ -39,16 +39,19 @@ class TileConfig:
 
 
 DEFAULTS = {
-    # 2 warps x 2 rows: plain decode at B=256 on an H200 551.8 us vs 567.8 us with 4 x 2 in one sweep (T=4 unchanged;
-    # bench/results/2026-12-01-h200/sweep_recurrent.json); the next bench run did not show the gain (run-to-run noise)
+    # With the pinned tile's 8 K-lanes (4 row-lanes) the fold and the verify hold twice the rows per thread they held
+    # with 4 K-lanes, so their blocks keep their 64 rows. The recurrent: 2 warps x 2 rows (16-row programs), the best
+    # shape over T = 1, 2, 4, 8 in a sweep on an H200, within 2.5% of SGLang's recurrent kernels at every point
+    # (bench/results/2026-12-02-h200/rec_sweep.json).
     "recurrent": TileConfig(num_warps=2, rows_per_thread=2),
-    "fold": TileConfig(num_warps=4, rows_per_thread=2),
-    "verify": TileConfig(num_warps=4, rows_per_thread=2, stages=2, k_chunk=32),
+    "fold": TileConfig(num_warps=4, rows_per_thread=4),
+    "verify": TileConfig(num_warps=4, rows_per_thread=4, stages=2, k_chunk=32),
 }
 # The verify of a batch too small to fill the GPU (``split_small``) splits each head's rows over programs (64 rows
 # at B=8 on an H200), keeping the default shape; warps are capped so that every thread streams at least one row.
 # Sweeps behind both choices: bench/results/2026-12-01-h200/ (bench/NOTES.md).
-SMALL_BATCH_VERIFY = TileConfig(num_warps=4, rows_per_thread=2, stages=2, k_chunk=32)
+SMALL_BATCH_VERIFY = TileConfig(num_warps=4, rows_per_thread=4, stages=2, k_chunk=32)
+MIN_SPLIT_ROWS = 32  # the smallest program the split of a small batch makes (one warp streaming a row per thread)
 _OVERRIDES: list[dict[str, TileConfig]] = []
 
 
@@ -99,7 +102,7 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_s
         raise ValueError(f"V={V} must be a multiple of {rows} rows (a power of two >= 8)")
     bvp = cfg.rows_per_program or (V if split_small else rows)
     if split_small and not cfg.rows_per_program:
-        while bvp > max(rows, ROW_LANES * 4) and programs * (V // bvp) < 4 * sm_count(device):
+        while bvp > max(rows, MIN_SPLIT_ROWS) and programs * (V // bvp) < 4 * sm_count(device):
             bvp //= 2
     bvp = max(rows, min(V, bvp))
     if split_small:  # the verify streams one row per thread: no more warps than a program has rows for

@@ -10,7 +10,7 @@ What one layer's ring stores per slot and logical position:
 - ``u``    [S, HV, L, V] update vector of the window transform (``u_dtype``, default the activation
   dtype); only the *outputs* read it, so its rounding never reaches the checkpoint.
 
-plus ``folded`` [S, HV, V // 8] int32, per 8-row block of every head: the ``epoch`` in which that
+plus ``folded`` [S, HV, V // 4] int32, per 4-row block of every head: the ``epoch`` in which that
 block's history was folded into the checkpoint. A verify that folds a flushing slot marks its blocks;
 a second verify or fold of the same uncommitted step sees the mark and does not fold again, so a
 retry is harmless and nothing has to be read back to the host (CUDA-graph safe).
@@ -30,7 +30,7 @@ import torch
 
 from ._validate import ACT_DTYPES
 
-MARK_ROWS = 8  # rows per fold marker; equals _pinned.MARK_ROWS (the smallest tile a kernel loads)
+MARK_ROWS = 4  # rows per fold marker; equals _pinned.MARK_ROWS (the smallest tile a kernel loads)
 
 
 @dataclass(frozen=True)

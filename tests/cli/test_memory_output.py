@@ -34,11 +34,16 @@ def test_scratch_is_labelled_the_same_way_in_every_row(capsys):
     p = plan_memory(preset("qwen3.5-122b-a10b"), T=4, L=16, budget_bytes=40 * 2**30)
     rows = {_cells(r)[0]: _cells(r)[1:] for r in _table(out)}
     of_it = rows["of it snapshots (recurrent) / ring (replay)"]
-    # recurrent: 36 layers x 4 x 4,194,304 B of snapshots; replay: 36 layers x 667,648 B of ring + 20 B cursors
-    assert of_it == ["603,979,776", "24,035,348"]
-    assert p["scratch_per_request"] == {"recurrent": 603_979_776, "replay": 24_035_348}
-    assert p["scratch_total"] == {"recurrent": 56 * 603_979_776, "replay": 233 * 24_035_348}
-    assert rows["their snapshots (recurrent) / rings (replay)"] == [f"{56 * 603_979_776:,}", f"{233 * 24_035_348:,}"]
+    # recurrent: 36 layers x 4 x 4,194,304 B of snapshots; replay: 36 layers of ring + 20 B of cursors, a layer's
+    # ring L * (4HK + HV*V*2 + 8HV + HV*V*2) B of records (bf16 values and update vectors) + HV * V/4 * 4 B of markers
+    H, HV, K, V, L = 16, 64, 128, 128, 16
+    ring = L * (4 * H * K + 2 * HV * V + 8 * HV + 2 * HV * V) + HV * (V // 4) * 4
+    assert ring == 671_744
+    assert of_it == ["603,979,776", f"{36 * ring + 20:,}"]
+    assert p["scratch_per_request"] == {"recurrent": 603_979_776, "replay": 36 * ring + 20}
+    assert p["scratch_total"] == {"recurrent": 56 * 603_979_776, "replay": 233 * (36 * ring + 20)}
+    per_request = 36 * ring + 20
+    assert rows["their snapshots (recurrent) / rings (replay)"] == [f"{56 * 603_979_776:,}", f"{233 * per_request:,}"]
 
 
 def test_window_1_has_no_snapshots(capsys):

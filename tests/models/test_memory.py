@@ -61,6 +61,7 @@ def test_kv_cache_and_errors(tmp_path):
 def test_cli_memory(capsys):
     assert main(["memory", "--model", "qwen3.5-122b-a10b", "--tp", "1", "--window", "4"]) == 0
     out = capsys.readouterr().out
-    assert "4,194,304" in out and "183,877,652" in out
+    # replay per request: 36 layers x (state + conv state + conv scratch + ring) + 20 B of ring cursors
+    assert "4,194,304" in out and f"{36 * (4_194_304 + 73_728 + 172_032 + 671_744) + 20:,}" in out
     assert main(["memory", "--model", "qwen3.5-4b", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["gdn_layers"] == 24

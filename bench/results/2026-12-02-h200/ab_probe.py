@@ -24,6 +24,8 @@ from replayssm.bench.timing import GraphTimer  # noqa: E402
 
 POINTS = [(4, 16, 256), (4, 16, 128), (4, 16, 64), (4, 16, 8), (1, 16, 256), (1, 32, 256), (2, 16, 256),
           (8, 16, 256), (4, 32, 256), (8, 32, 256)]  # fmt: skip
+if os.environ.get("POINTS"):  # e.g. POINTS='[[4,16,256],[1,16,256]]'
+    POINTS = [tuple(p) for p in json.loads(os.environ["POINTS"])]
 
 
 def trace(case, steps=12):
@@ -84,12 +86,14 @@ def main():
     out = os.environ.get("OUT", ".")
     with open(os.path.join(out, f"ab_{args.tag}.json"), "w") as f:
         json.dump(rows, f, indent=1, default=str)
-    print(f"\n{args.tag}: {'T':>2} {'L':>3} {'B':>4} {'gate':>4} {'random':>8} {'nonfl':>8} {'flush':>8} {'fold/rec':>8}")
+    head = f"{'T':>2} {'L':>3} {'B':>4} {'gate':>4} {'random':>8} {'nonfl':>8} {'flush':>8} {'fold/rec':>8}"
+    print(f"\n{args.tag}: {head}")
     for r in rows:
         f = [r.get(k, float("nan")) for k in ("replay_random_us", "replay_nonflush_us", "replay_flush_us",
                                               "fold_us_per_record")]  # fmt: skip
         print(f"{args.tag}: {r['T']:>2} {r['L']:>3} {r['B']:>4} {int(r['gate']['passed']):>4} {f[0]:8.1f} {f[1]:8.1f} "
-              f"{f[2]:8.1f} {f[3]:8.1f} eq={r.get('outputs_equal_to_saved')} rec={r.get('recurrent_us', '')}")  # fmt: skip
+              f"{f[2]:8.1f} {f[3]:8.1f} eq={r.get('outputs_equal_to_saved')} rec={r.get('recurrent_us', '')}"
+              )  # fmt: skip
 
 
 if __name__ == "__main__":
