@@ -17,13 +17,13 @@ def test_qwen35_122b_tp1_by_hand():
     assert p["per_layer"]["state"] == 4_194_304  # 64*128*128*4
     assert p["conv_channels"] == 12_288  # 2*16*128 + 64*128
     assert p["per_layer"]["conv_state"] == 73_728  # 3*12288*2
-    # 16*(16*128*4 (k^, fp32) + 64*128*2 (v) + 64*4*2 (g, beta) + 64*128*2 (u)) + 64*(128/8)*4 (fold markers)
-    assert p["per_layer"]["ring"] == 667_648
+    # 16*(16*128*4 (k^, fp32) + 64*128*2 (v) + 64*4*2 (g, beta) + 64*128*2 (u)) + 64*(128/4)*4 (fold markers)
+    assert p["per_layer"]["ring"] == 671_744
     assert p["per_layer"]["snapshots"] == 16_777_216  # 4*4194304
     # (4194304 + 73728 + 172032 conv window + 16777216) * 36
     assert p["per_request"]["recurrent"] == 619_802_880 + 144_019_200
-    # (4194304 + 73728 + 172032 + 667648) * 36 + 20 cursor bytes (write_pos, base, flush, pending, epoch)
-    assert p["per_request"]["replay"] == 183_877_652
+    # (4194304 + 73728 + 172032 + 671744) * 36 + 20 cursor bytes (write_pos, base, flush, pending, epoch)
+    assert p["per_request"]["replay"] == 184_025_108
     assert p["requests_fit"] == {"recurrent": 56, "replay": 233}  # floor(42949672960 / per request)
 
 
@@ -31,9 +31,9 @@ def test_qwen35_27b_tp2_by_hand():
     p = plan_memory(preset("qwen3.5-27b"), tp=2, T=4, L=16)
     # 64 layers -> 48 GDN; per GPU H=8, HV=24; C = 2*8*128 + 24*128 = 5120
     assert (p["H"], p["HV"], p["conv_channels"]) == (8, 24, 5120)
-    assert p["per_layer"]["ring"] == 266_752  # 16*(8*128*4 + 24*128*2 + 24*8 + 24*128*2) + 24*16*4 = 16*16576 + 1536
+    assert p["per_layer"]["ring"] == 268_288  # 16*(8*128*4 + 24*128*2 + 24*8 + 24*128*2) + 24*32*4 = 16*16576 + 3072
     assert p["per_request"]["recurrent"] == 382_402_560  # 48*(1572864 + 30720 + 71680 + 6291456)
-    assert p["per_request"]["replay"] == 93_216_788  # 48*(1572864 + 30720 + 71680 + 266752) + 20
+    assert p["per_request"]["replay"] == 93_290_516  # 48*(1572864 + 30720 + 71680 + 268288) + 20
 
 
 def test_kv_cache_and_errors(tmp_path):

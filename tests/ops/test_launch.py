@@ -28,7 +28,7 @@ def test_tile_config_checks_the_chunk():
 def test_an_override_wins_over_the_small_batch_shape():
     with launch.override(verify=launch.TileConfig(num_warps=2, rows_per_thread=1)):
         ln = launch.resolve("verify", 128, 2, CPU, split_small=True)
-    assert ln.num_warps == 2 and ln.rows == 16
+    assert ln.num_warps == 2 and ln.rows == 8  # 4 row-lanes x 2 warps x 1 row
 
 
 def test_other_kernels_keep_their_defaults_and_unknown_names_are_refused():
