@@ -1,0 +1,25 @@
+"""The GPU kernels compile for an H200 (sm_90) on a CPU-only machine, within the register budget the verify's
+launch assumes (128 per thread: four programs per SM) and without spills (scripts/sm90_compile.py)."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("T", [1, 4, 8])
+def test_the_verify_compiles_for_sm90_without_spills(T):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "sm90_compile.py"), "--T", str(T)], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    usage = {m[0]: (int(m[1]), int(m[2])) for m in re.findall(r"^(\w+)\s+regs (\d+) stack (\d+)", run.stdout, re.M)}
+    assert set(usage) == {"prep", "verify"}, run.stdout
+    regs, stack = usage["verify"]
+    assert regs <= 128 and stack == 0, usage
+    assert usage["prep"][1] == 0, usage
