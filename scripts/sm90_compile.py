@@ -1,10 +1,12 @@
-"""Compile the state kernels for an H200 (sm_90) on a machine without a GPU; report registers, spills and
-shared memory, and optionally write their SASS (a development tool: docs/kernels.md, "On the CPU").
+"""Compile the verify's two kernels (``verify_prep`` and the main kernel) for an H200 (sm_90) on a machine without
+a GPU; report registers, stack (spills) and shared memory, and optionally write their SASS (a development tool:
+docs/kernels.md, "On the CPU").
 
-    python scripts/sm90_compile.py [--T 4] [--L 16] [--B 256] [--sass DIR] [--kernels verify,prep,recurrent,fold]
+    python scripts/sm90_compile.py [--T 4] [--L 16] [--B 256] [--sass DIR]
 
-The kernels are compiled exactly as the ops would launch them on a 132-SM H200 (launch shapes, tensor-core
-choice, register cap), through a stand-in Triton driver that reports an sm_90 target; nothing is run.
+The kernels are compiled exactly as ``gdn_replay_verify`` would launch them on a 132-SM H200 at the Qwen3.5-122B TP1
+geometry (launch shapes, tensor-core choice, register cap), through a stand-in Triton driver that reports an sm_90
+target; nothing is run. Triton's own ptxas and cuobjdump (bundled with its wheel) do the work.
 """
 
 from __future__ import annotations
