@@ -30,7 +30,7 @@ import torch
 
 from ._validate import ACT_DTYPES
 
-MARK_ROWS = 4  # rows per fold marker; equals _pinned.MARK_ROWS (the smallest tile a kernel loads)
+MARK_ROWS = 4  # rows per fold marker; equals _pinned.ROW_LANES (the rows of the smallest tile a kernel loads)
 
 
 @dataclass(frozen=True)
