@@ -47,17 +47,21 @@ DEFAULTS = {
     "fold": TileConfig(num_warps=4, rows_per_thread=4),
     "verify": TileConfig(num_warps=4, rows_per_thread=4, stages=2, k_chunk=32),
 }
-# The verify of a batch too small to fill the GPU (``split_small``) splits each head's rows over programs (64 rows
-# at B=8 on an H200), keeping the default shape; warps are capped so that every thread streams at least one row.
-# Sweeps behind both choices: bench/results/2026-12-01-h200/ (bench/NOTES.md).
+# The verify of a batch too small to fill the GPU (``split_small``: fewer than SPLIT_PER_SM programs per SM) splits
+# each head's rows over programs, keeping the default shape; warps are capped so that every thread streams at least
+# one row. Two per SM since the 8-lane tile: at B=8 (512 whole-head programs, 3.9 per SM) the split to 64-row programs
+# measured no faster at T=4 (29.7 vs 29.3 us) and slower at T=8 (L=32: 49.8 vs 42.0; L=16: 40.6 vs 38.0) on an H200
+# (bench/results/2026-12-02b-h200/small_sweep.json); the sweeps behind the split itself: bench/results/2026-12-01-h200/.
 SMALL_BATCH_VERIFY = TileConfig(num_warps=4, rows_per_thread=4, stages=2, k_chunk=32)
+SPLIT_PER_SM = 2
 MIN_SPLIT_ROWS = 32  # the smallest program the split of a small batch makes (one warp streaming a row per thread)
 _OVERRIDES: list[dict[str, TileConfig]] = []
 
 
 @contextmanager
 def override(**configs: TileConfig):
-    """Run the named kernels ("recurrent", "fold", "verify") with other launch shapes (benchmarks, tests)."""
+    """Run the named kernels ("recurrent", "fold", "verify") with other launch shapes (benchmarks, tests). An
+    override is taken as given: only a tile larger than a head shrinks to fit it."""
     bad = set(configs) - set(DEFAULTS)
     if bad:
         raise ValueError(f"unknown kernels {sorted(bad)}; known: {sorted(DEFAULTS)}")
@@ -90,7 +94,7 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_s
         if kernel in o:
             cfg, explicit = o[kernel], True
             break
-    if split_small and not explicit and programs < 4 * sm_count(device):
+    if split_small and not explicit and programs < SPLIT_PER_SM * sm_count(device):
         cfg = SMALL_BATCH_VERIFY
     warps, rpt = cfg.num_warps, cfg.rows_per_thread
     while tile_rows(warps, rpt) > V and rpt > 1:  # small heads (tests): shrink the tile to fit
@@ -102,10 +106,10 @@ def resolve(kernel: str, V: int, programs: int, device: torch.device, *, split_s
         raise ValueError(f"V={V} must be a multiple of {rows} rows (a power of two >= 8)")
     bvp = cfg.rows_per_program or (V if split_small else rows)
     if split_small and not cfg.rows_per_program:
-        while bvp > max(rows, MIN_SPLIT_ROWS) and programs * (V // bvp) < 4 * sm_count(device):
+        while bvp > max(rows, MIN_SPLIT_ROWS) and programs * (V // bvp) < SPLIT_PER_SM * sm_count(device):
             bvp //= 2
     bvp = max(rows, min(V, bvp))
-    if split_small:  # the verify streams one row per thread: no more warps than a program has rows for
+    if split_small and not explicit:  # the verify streams a row per thread: no more warps than a program has rows
         while warps > 1 and 32 * warps > bvp:
             warps //= 2
         rows = tile_rows(warps, rpt)

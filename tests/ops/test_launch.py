@@ -5,14 +5,14 @@ import torch
 
 from replayssm.ops import launch
 
-CPU = torch.device("cpu")  # one "SM": a batch is small below 4 programs
+CPU = torch.device("cpu")  # one "SM": a batch is small below launch.SPLIT_PER_SM (2) programs
 
 
 def test_verify_default_and_small_batch_shape():
     big = launch.resolve("verify", 128, 64, CPU, split_small=True)
     assert (big.num_warps, big.rows, big.rows_per_program) == (4, 64, 128)  # a whole head per program
     assert (big.stages, big.k_chunk) == (2, 32)
-    small = launch.resolve("verify", 128, 2, CPU, split_small=True)
+    small = launch.resolve("verify", 128, 1, CPU, split_small=True)
     assert small.rows_per_program == 64 and small.programs_per_head == 2  # a head split over two programs
     # the verify streams one row per thread: no more warps than 64 rows fill, and the fold tile shrinks with them
     assert small.num_warps == 2 and small.rows == 32
@@ -27,8 +27,12 @@ def test_tile_config_checks_the_chunk():
 
 def test_an_override_wins_over_the_small_batch_shape():
     with launch.override(verify=launch.TileConfig(num_warps=2, rows_per_thread=1)):
-        ln = launch.resolve("verify", 128, 2, CPU, split_small=True)
+        ln = launch.resolve("verify", 128, 1, CPU, split_small=True)
     assert ln.num_warps == 2 and ln.rows == 8  # 4 row-lanes x 2 warps x 1 row
+    # an override is taken as given: 4 warps on 64-row programs (the default split would halve the warps)
+    with launch.override(verify=launch.TileConfig(num_warps=4, rows_per_thread=4, rows_per_program=64)):
+        ln = launch.resolve("verify", 128, 1, CPU, split_small=True)
+    assert (ln.num_warps, ln.rows, ln.rows_per_program) == (4, 64, 64)
 
 
 def test_other_kernels_keep_their_defaults_and_unknown_names_are_refused():
