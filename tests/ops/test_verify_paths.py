@@ -38,10 +38,14 @@ def test_tensor_cores_only_where_the_mma_tile_is_full(monkeypatch):
     assert use_tensor_cores(CPU) is False and _tensor_cores(ln, 4, 32, 2, CPU)[:2] == (False, 8)
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["whole-heads", "split-heads"])
 @pytest.mark.parametrize("tc", ["0", "1"])
-def test_both_paths_of_the_window_dots_match_the_reference(tc, monkeypatch, device):
-    """T=4 (the tensor-core path when on) with history on some rows and a fold on another, fp32."""
+def test_both_paths_of_the_window_dots_match_the_reference(tc, split, monkeypatch, device):
+    """T=4 (the tensor-core path when on) with history on some rows and a fold on another, fp32; with ``split``
+    each head's 32 rows run as two 16-row programs (what a batch of fewer than launch.SPLIT_PER_SM programs per SM
+    gets; the CPU has one "SM", so the default split would never run here)."""
     monkeypatch.setenv("REPLAYSSM_VERIFY_TC", tc)
+    shape = launch.TileConfig(num_warps=1, rows_per_thread=1, rows_per_program=16) if split else None
     H, HV, K, V, T, L = 2, 4, 32, 32, 4, 8
     c = Chain(4, H, HV, K, V, T=T, L=L, dtype=torch.float32, device=device, impl="reference", seed=11)
     rng = torch.Generator().manual_seed(2)
@@ -56,10 +60,13 @@ def test_both_paths_of_the_window_dots_match_the_reference(tc, monkeypatch, devi
     for impl in ("triton", "reference"):
         ck, ring = c.checkpoint.clone(), c.ring.clone()
         out = torch.full_like(x["v"], float("nan"))
-        call(gdn_replay_verify, x, checkpoint=ck, ring=ring, slots=slot_tensor(slots, device), out=out, impl=impl)
+        with launch.override(**({"verify": shape} if shape else {})):
+            call(gdn_replay_verify, x, checkpoint=ck, ring=ring, slots=slot_tensor(slots, device), out=out, impl=impl)
         res[impl] = (out, ck, ring)
     (o, ck, rg), (o_r, ck_r, rg_r) = res["triton"], res["reference"]
     assert not torch.isnan(o).any()
     assert rel_err(o, o_r) < 1e-5
     assert rel_err(ck, ck_r) < 1e-5
-    assert rel_err(rg.u.nan_to_num(), rg_r.u.nan_to_num()) < 1e-5
+    for name in ("u", "k", "v", "g", "beta"):
+        assert rel_err(getattr(rg, name).nan_to_num(), getattr(rg_r, name).nan_to_num()) < 1e-5, name
+    assert torch.equal(rg.cursors.pending, rg_r.cursors.pending)
