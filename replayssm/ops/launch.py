@@ -61,7 +61,8 @@ _OVERRIDES: list[dict[str, TileConfig]] = []
 @contextmanager
 def override(**configs: TileConfig):
     """Run the named kernels ("recurrent", "fold", "verify") with other launch shapes (benchmarks, tests). An
-    override is taken as given: only a tile larger than a head shrinks to fit it."""
+    override's warps and rows per thread are taken as given (only a tile larger than a head shrinks to fit it); one
+    without ``rows_per_program`` still has a small batch's heads split over programs."""
     bad = set(configs) - set(DEFAULTS)
     if bad:
         raise ValueError(f"unknown kernels {sorted(bad)}; known: {sorted(DEFAULTS)}")
