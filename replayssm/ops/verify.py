@@ -37,6 +37,7 @@ from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import Ring
 from .verify_kernel import _gdn_replay_verify_kernel
 from .verify_prep import META_FIELDS, _window_prep_kernel, prep_warps
+from .verify_window import dots_layout, launch_meta
 
 
 def check_ring_matches(ring, S, H, HV, K, V, device, dtype) -> None:
@@ -186,6 +187,23 @@ def _tensor_cores(ln: launch.Launch, BT: int, KC: int, stages: int, device: torc
     return on, nx, gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1], instr_shape=[16, 8])
 
 
+ONE_LAUNCH_PER_SM = 4  # main-kernel programs resident per SM (128 registers, 4 warps)
+
+
+def one_launch(BT: int, programs: int, device: torch.device) -> bool:
+    """Whether the verify runs in one main launch (each program computes its key head's window terms,
+    ``verify_window``) rather than staged (``verify_prep`` first): for windows of at most 2 tokens, and for
+    T <= 4 when the batch fits in one wave of main-kernel programs (fewer than ``ONE_LAUNCH_PER_SM`` per SM).
+    Measured on an H200 against the staged verify in one run (bench/results/2026-12-02c-h200/run3_*): one
+    launch is faster at T=1 (plain decode, B=256: 308.3 vs 320.1 us), T=2 (non-flush 284.8 vs 305.9, random
+    338.5 vs 340.5) and T=4 at B=8 (26.3 vs 28.5), slower at T=4 from B=128 (random 235.4 vs 230.3) and at T=8
+    (B=8, L=32: 43.5 vs 40.5). ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` forces either (benchmarks, tests)."""
+    env = os.environ.get("REPLAYSSM_VERIFY_ONE_LAUNCH", "")
+    if env in ("0", "1"):
+        return env == "1"
+    return BT <= 2 or (BT <= 4 and programs < ONE_LAUNCH_PER_SM * launch.sm_count(device))
+
+
 def use_tensor_cores(device: torch.device) -> bool:
     """The verify's window dots run on tensor cores (TF32 x 3) on CUDA devices of compute capability >= 8.0;
     ``REPLAYSSM_VERIFY_TC=0`` keeps them on FMA units (a switch for benchmarks and comparisons). In the CPU
@@ -255,28 +273,35 @@ def gdn_replay_verify(
     c = ring.cursors
     L = ring.L
     dev = q.device
-    X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
     META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
-    GA = torch.empty(B, HV, 2, BT, BT, dtype=torch.float32, device=dev)
-    GB = torch.empty(B, HV, 4, BT, dtype=torch.float32, device=dev)
-    CW = torch.empty(B, HV, L, 2 * BT, dtype=torch.float32, device=dev)
-    GP = triton.next_power_of_2(HV // H)
-    pw = prep_warps(B * H, launch.sm_count(dev), BT)
-    _window_prep_kernel[(H, B)](
-        q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
-        c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, pw), _SMEM,
-        num_warps=pw,
-    )  # fmt: skip
+    staged = not one_launch(BT, B * HV, dev)
+    if staged:
+        X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
+        GA = torch.empty(B, HV, 2, BT, BT, dtype=torch.float32, device=dev)
+        GB = torch.empty(B, HV, 4, BT, dtype=torch.float32, device=dev)
+        CW = torch.empty(B, HV, L, 2 * BT, dtype=torch.float32, device=dev)
+        GP = triton.next_power_of_2(HV // H)
+        pw = prep_warps(B * H, launch.sm_count(dev), BT)
+        _window_prep_kernel[(H, B)](
+            q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
+            c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, pw), _SMEM,
+            num_warps=pw,
+        )  # fmt: skip
+    else:
+        launch_meta(slots, cu_seqlens, c, META)
+        X = GA = GB = CW = META  # not read
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     KC = min(ln.k_chunk, K)
     stages = max(1, min(ln.stages, K // KC))
     # a folding program copies its next state block into the idle chunk buffer while it folds, when it fits
     pre = ln.rows_per_program > ln.rows and ln.rows * K <= stages * ln.rows_per_program * KC
     tc, nx, mma = _tensor_cores(ln, BT, KC, stages, dev)
+    W = ln.num_warps
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
-        v, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, META, X, GA, GB, CW,
-        H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
-        *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma,
-        num_warps=ln.num_warps, **_MAXNREG,
+        q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded,
+        META, X, GA, GB, CW, H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
+        *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma, staged,
+        tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
+        num_warps=W, **_MAXNREG,
     )  # fmt: skip
     return o

@@ -30,6 +30,7 @@ import triton.language as tl  # noqa: F401  (the interpreter looks for it in a k
 from ._gluon import async_copy, gl, jit, mma_v2
 from ._pinned import MARK, _update
 from .verify_prep import META_ROW
+from .verify_window import _window_terms
 
 
 @jit
@@ -120,6 +121,18 @@ def _tf32_parts(x):
 
 
 @jit
+def _epilogue_index(o, bos, T, r0, i_hv, HV: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BVP: tl.constexpr,
+                    EPI: tl.constexpr):  # fmt: skip
+    """(tok, rows, live, p_o) of the [rows, BT] window math in ``EPI``."""
+    tok = gl.arange(0, BT, layout=gl.SliceLayout(0, EPI))
+    tok64 = bos.to(gl.int64) + gl.where(tok < T, tok, 0)  # padding lanes re-read token 0, then get masked
+    rows_e = r0 + gl.arange(0, BVP, layout=gl.SliceLayout(1, EPI))
+    live_e = gl.expand_dims(rows_e < V, 1) & gl.expand_dims(tok < T, 0)
+    p_o = o + (gl.expand_dims(tok64, 0) * HV + i_hv) * V + gl.expand_dims(rows_e, 1)
+    return tok, rows_e, live_e, p_o
+
+
+@jit
 def _window_outputs(dk, dq, v_raw, live_e, tok, a_s, pt_s, eg, beta, BT: tl.constexpr, EPI: tl.constexpr):
     """U = (I + A)^-1 beta (v - e^G S_prev k^) and o = e^G S_prev q^ + P U for [rows, BT] tensors in ``EPI``."""
     U = beta * (gl.where(live_e, v_raw.to(gl.float32), 0.0) - eg * dk)
@@ -135,13 +148,15 @@ def _window_outputs(dk, dq, v_raw, live_e, tok, a_s, pt_s, eg, beta, BT: tl.cons
 
 @jit
 def _gdn_replay_verify_kernel(
-    v, checkpoint, o, ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, META, X, GA, GB, CW,
+    q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, META,
+    X, GA, GB, CW,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
     BV: tl.constexpr, BVP: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr, STAGES: tl.constexpr,
     TILE: tl.constexpr, L3: tl.constexpr, M2: tl.constexpr, CPT: tl.constexpr, CP2: tl.constexpr,
     CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
-    MMA: tl.constexpr,
+    MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
+    LH: tl.constexpr, CWH: tl.constexpr,
 ):  # fmt: skip
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -154,21 +169,26 @@ def _gdn_replay_verify_kernel(
     slot = gl.load(mb)
     bos = gl.load(mb + 1)
     T = gl.load(mb + 2)
-    tok = gl.arange(0, BT, layout=gl.SliceLayout(0, EPI))
-    tok64 = bos.to(gl.int64) + gl.where(tok < T, tok, 0)  # padding lanes re-read token 0, then get masked
-    rows_e = r0 + gl.arange(0, BVP, layout=gl.SliceLayout(1, EPI))
-    live_e = gl.expand_dims(rows_e < V, 1) & gl.expand_dims(tok < T, 0)
-    p_o = o + (gl.expand_dims(tok64, 0) * HV + i_hv) * V + gl.expand_dims(rows_e, 1)
+    if STAGED:  # (one launch: built where they are used, so that they do not stay live through its prologue)
+        tok, rows_e, live_e, p_o = _epilogue_index(o, bos, T, r0, i_hv, HV, V, BT, BVP, EPI)
 
     chunks = gl.allocate_shared_memory(gl.float32, [STAGES, BVP, KC], SMEM_CHUNK)
     xs = gl.allocate_shared_memory(gl.float32, [NX, K], SMEM)  # window vectors (rows past 2BT: MMA padding)
     us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
     cs = gl.allocate_shared_memory(gl.float32, [L, 2 * BT], SMEM)  # weighted history dots
     vw = gl.allocate_shared_memory(v.dtype.element_ty, [BT, BVP], SMEM)  # the window's values
-    a_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # A[s, r]
-    pt_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # P[s, r] stored as [r, s]
-    gb_s = gl.allocate_shared_memory(gl.float32, [4, BT], SMEM)  # e^G_s, beta_s, e^Gt, -
-    fold_k = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a folding row's history keys
+    if STAGED:
+        a_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # A[s, r]
+        pt_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # P[s, r] stored as [r, s]
+        gb_s = gl.allocate_shared_memory(gl.float32, [4, BT], SMEM)  # e^G_s, beta_s, e^Gt, -
+        gbv = gb_s
+    else:  # the same, A | P^T side by side and the decays in columns < BT (_window_matrices)
+        ap_s = gl.allocate_shared_memory(gl.float32, [BT, 2 * BT], SMEM)
+        gb_s = gl.allocate_shared_memory(gl.float32, [4, 2 * BT], SMEM)
+        a_s = ap_s.slice(0, BT, dim=1)
+        pt_s = ap_s.slice(BT, BT, dim=1)
+        gbv = gb_s.slice(0, BT, dim=1)
+    keys = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a folding row's history keys (one launch: any row's)
     if ring_u.dtype.element_ty.primitive_bitwidth >= v.dtype.element_ty.primitive_bitwidth:
         fold_v = us._reinterpret(v.dtype.element_ty, [L, BVP], SMEM)  # ... and its values (folded before us fills)
     else:
@@ -177,6 +197,8 @@ def _gdn_replay_verify_kernel(
     fold_b = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... and its betas
 
     if slot < 0:
+        if not STAGED:
+            tok, rows_e, live_e, p_o = _epilogue_index(o, bos, T, r0, i_hv, HV, V, BT, BVP, EPI)
         gl.store(p_o, gl.zeros([BVP, BT], gl.float32, layout=EPI).to(o.dtype.element_ty), mask=live_e)
     else:
         wp = gl.load(mb + 3)
@@ -187,13 +209,13 @@ def _gdn_replay_verify_kernel(
         rv = ring_v + (s64 * HV + i_hv) * L * V
         ru = ring_u + (s64 * HV + i_hv) * L * V
         vh = i_b.to(gl.int64) * HV + i_hv
+        rk = ring_k + (s64 * H + i_h) * L * K
+        rg = ring_g + (s64 * HV + i_hv) * L
+        rb = ring_beta + (s64 * HV + i_hv) * L
         if fl != 0:  # 1. fold (once per epoch), then an empty history
             ep = gl.load(mb + 6)
-            rk = ring_k + (s64 * H + i_h) * L * K
-            rg = ring_g + (s64 * HV + i_hv) * L
-            rb = ring_beta + (s64 * HV + i_hv) * L
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, fold_k, fold_v, fold_g, fold_b, chunks, BVP, BV,
+            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, BVP, BV,
                        K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
@@ -202,19 +224,26 @@ def _gdn_replay_verify_kernel(
         c_rows = gl.arange(0, BVP, layout=gl.SliceLayout(1, CPT))
         c_cols = gl.arange(0, KC, layout=gl.SliceLayout(0, CPT))
         c_ptr = ckpt + gl.expand_dims(r0 + c_rows, 1) * K + gl.expand_dims(c_cols, 0)
+        if not STAGED:  # the history's keys alone first: their dots need no checkpoint
+            jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
+            kk = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
+            p_keys = rk + ((bs + jk) & (L - 1)) * K + kk
+            async_copy.async_copy_global_to_shared(keys, p_keys, mask=(jk < n_hist) & (kk < K))
+            async_copy.commit_group()
         async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
-        x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
-        x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
-        head = i_b.to(gl.int64) * H + i_h
-        async_copy.async_copy_global_to_shared(
-            xs.slice(0, 2 * BT, dim=0), X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
-        )
+        if STAGED:
+            x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
+            x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
+            head = i_b.to(gl.int64) * H + i_h
+            p_x = X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
+            async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), p_x)
         j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
         r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
         async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
-        jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
-        c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
-        async_copy.async_copy_global_to_shared(cs, CW + vh * (L * 2 * BT) + jc * (2 * BT) + c2, mask=jc < n_hist)
+        if STAGED:
+            jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
+            c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
+            async_copy.async_copy_global_to_shared(cs, CW + vh * (L * 2 * BT) + jc * (2 * BT) + c2, mask=jc < n_hist)
         v_t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, CPV)), 1)  # [BT, 1]
         v_tok = bos.to(gl.int64) + gl.where(v_t < T, v_t, 0)
         async_copy.async_copy_global_to_shared(vw, v + (v_tok * HV + i_hv) * V + r2, mask=v_t < T)
@@ -222,13 +251,17 @@ def _gdn_replay_verify_kernel(
         for st in gl.static_range(1, STAGES):
             async_copy.async_copy_global_to_shared(chunks.index(st), c_ptr + st * KC)
             async_copy.commit_group()
-        i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
-        i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
-        p_ga = GA + vh * (2 * BT * BT) + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0)
-        a_s.store(gl.load(p_ga))
-        pt_s.store(gl.load(p_ga + BT * BT))
-        i4 = gl.arange(0, 4, layout=gl.SliceLayout(1, M2))
-        gb_s.store(gl.load(GB + vh * (4 * BT) + gl.expand_dims(i4, 1) * BT + gl.expand_dims(i1, 0)))
+        if STAGED:
+            i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
+            i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
+            p_ga = GA + vh * (2 * BT * BT) + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0)
+            a_s.store(gl.load(p_ga))
+            pt_s.store(gl.load(p_ga + BT * BT))
+            i4 = gl.arange(0, 4, layout=gl.SliceLayout(1, M2))
+            gb_s.store(gl.load(GB + vh * (4 * BT) + gl.expand_dims(i4, 1) * BT + gl.expand_dims(i1, 0)))
+        else:
+            _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h, i_hv, i_v, rk, rg, rb, xs,
+                          keys, cs, ap_s, gb_s, H, HV, K, L, BT, STAGES, ROWS, LG, CWG, LH, CWH)  # fmt: skip
 
         # S0 x for the window vectors, a chunk of K at a time: on tensor cores (three TF32 products of hi/lo parts,
         # fp32-accurate) or as in-thread FMA rows.
@@ -269,7 +302,7 @@ def _gdn_replay_verify_kernel(
             acc_q = acc_s.slice(BT, BT, dim=1).load(EPI)
 
         # 3. The history term, then the window.
-        eh = gb_s.slice(2, 1, dim=0).load(EPI)  # [1, BT]: e^Gt
+        eh = gbv.slice(2, 1, dim=0).load(EPI)  # [1, BT]: e^Gt
         dk = acc_k * eh
         dq = acc_q * eh
         us_rows = us._reinterpret(ring_u.dtype.element_ty, [L, BVP], ROWS1)  # indexable by record
@@ -279,9 +312,11 @@ def _gdn_replay_verify_kernel(
             cj = cs_rows.index(j)
             dk = dk + u * gl.expand_dims(cj.slice(0, BT).load(gl.SliceLayout(0, EPI)), 0)
             dq = dq + u * gl.expand_dims(cj.slice(BT, BT).load(gl.SliceLayout(0, EPI)), 0)
-        eg = gb_s.slice(0, 1, dim=0).load(EPI)
-        beta = gb_s.slice(1, 1, dim=0).load(EPI)
+        eg = gbv.slice(0, 1, dim=0).load(EPI)
+        beta = gbv.slice(1, 1, dim=0).load(EPI)
         v_raw = vw.permute((1, 0)).load(EPI)  # [BVP, BT]
+        if not STAGED:
+            tok, rows_e, live_e, p_o = _epilogue_index(o, bos, T, r0, i_hv, HV, V, BT, BVP, EPI)
         U, out = _window_outputs(dk, dq, v_raw, live_e, tok, a_s, pt_s, eg, beta, BT, EPI)
         gl.store(p_o, out.to(o.dtype.element_ty), mask=live_e)
         p_rec = gl.expand_dims((bs + wp + tok) & (L - 1), 0) * V + gl.expand_dims(rows_e, 1)

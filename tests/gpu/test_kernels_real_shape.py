@@ -24,8 +24,11 @@ def _chain_with_history(S, seed, steps=4):
     return c
 
 
-def test_verify_matches_reference():
-    """Varlen windows, a padding row, and a mix of flushing and reconstructing rows in one call."""
+@pytest.mark.parametrize("one", ["0", "1"], ids=["staged", "one-launch"])
+def test_verify_matches_reference(one, monkeypatch):
+    """Varlen windows, a padding row, and a mix of flushing and reconstructing rows in one call; staged and in one
+    launch (ops/verify.py, ``one_launch``)."""
+    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", one)
     c = _chain_with_history(12, seed=3)
     c.ring.cursors.flush[:4] = 1
     lens = [4, 3, 1, 2, 4, 4, 3, 1, 2, 4, 4, 3]
@@ -44,6 +47,32 @@ def test_verify_matches_reference():
     assert torch.equal(rg.v.nan_to_num(), rg_r.v.nan_to_num())  # raw values are stored bit for bit
     pad = slice(sum(lens[:5]), sum(lens[:6]))
     assert (o[pad] == 0).all()
+
+
+def test_staged_and_one_launch_agree_bitwise_on_the_ring():
+    """Both ways of the verify over a chain at the real geometry (T=4, L=16, 40 steps, folds included): the
+    checkpoints and the ring's keys, gates and betas torch.equal, outputs within the bf16 bound."""
+    runs = {}
+    for one in ("0", "1"):
+        mp = pytest.MonkeyPatch()
+        mp.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", one)
+        try:
+            c = Chain(24, H, HV, K, V, T=4, L=16, dtype=DT, device="cuda", impl="triton", seed=4, rng_device="cuda")
+            g = torch.Generator().manual_seed(4)
+            outs = []
+            for _ in range(40):
+                lens = torch.randint(1, 5, (24,), generator=g).tolist()
+                outs.append(c.verify(list(range(24)), lens)[1].clone())
+                c.commit([int(torch.randint(1, n + 1, (1,), generator=g)) for n in lens])
+            runs[one] = (c, outs)
+        finally:
+            mp.undo()
+    (c0, o0), (c1, o1) = runs["0"], runs["1"]
+    assert c0.flushes > 50 and c0.flushes == c1.flushes
+    assert torch.equal(c0.checkpoint, c1.checkpoint)
+    for name in ("k", "g", "beta"):
+        assert torch.equal(getattr(c0.ring, name).nan_to_num(), getattr(c1.ring, name).nan_to_num()), name
+    assert max(rel_err(a, b) for a, b in zip(o0, o1)) < OUT_BOUND
 
 
 def test_recurrent_matches_reference():

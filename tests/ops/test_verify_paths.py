@@ -1,4 +1,5 @@
-"""The verify's launch-time choices: the prep's warps, and the window dots on tensor cores or FMA rows.
+"""The verify's launch-time choices: staged or one launch, the prep's warps, the window dots on tensor cores or FMA
+rows, a head split over programs.
 
 Both paths of the window dots run the same kernel source; in the interpreter the tensor-core path is an fp32
 ``dot`` of the hi/lo parts (the TF32 rounding is GPU-only, checked by tests/gpu against the reference)."""
@@ -7,8 +8,9 @@ import pytest
 import torch
 
 from replayssm.ops import gdn_replay_verify, launch
-from replayssm.ops.verify import _tensor_cores, use_tensor_cores
+from replayssm.ops.verify import _tensor_cores, one_launch, use_tensor_cores
 from replayssm.ops.verify_prep import prep_warps
+from replayssm.ops.verify_window import dots_layout
 from tests.helpers.chain import Chain, call
 from tests.helpers.gdn64 import rel_err
 from tests.helpers.inputs import make_gdn_inputs, slot_tensor
@@ -38,13 +40,71 @@ def test_tensor_cores_only_where_the_mma_tile_is_full(monkeypatch):
     assert use_tensor_cores(CPU) is False and _tensor_cores(ln, 4, 32, 2, CPU)[:2] == (False, 8)
 
 
+def test_one_launch_follows_the_window_and_the_batch(monkeypatch):
+    monkeypatch.delenv("REPLAYSSM_VERIFY_ONE_LAUNCH", raising=False)
+    cuda_like = torch.device("cpu")
+    monkeypatch.setattr(launch, "sm_count", lambda device: 132)
+    assert one_launch(1, 256 * 64, cuda_like) and one_launch(2, 256 * 64, cuda_like)  # short windows: always
+    assert one_launch(4, 8 * 64, cuda_like)  # T=4 in one wave of programs (528 = 4 per SM)
+    assert not one_launch(4, 16 * 64, cuda_like) and not one_launch(4, 256 * 64, cuda_like)
+    assert not one_launch(8, 8 * 64, cuda_like)
+    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "0")
+    assert not one_launch(1, 8, cuda_like)
+    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "1")
+    assert one_launch(8, 256 * 64, cuda_like)
+
+
+@pytest.mark.parametrize("M, N, K, W", [(4, 8, 128, 4), (8, 16, 128, 4), (16, 8, 128, 4), (32, 16, 128, 4),
+                                        (1, 2, 128, 4), (2, 4, 32, 1), (16, 8, 16, 2), (32, 2, 64, 2)])  # fmt: skip
+def test_dots_layout_covers_the_product(M, N, K, W):
+    """Lanes along K first (8 where the register budget allows), every warp and lane placed, the K chunk a
+    divisor of K made of 16-byte (or smaller) vectors, at most 8 outputs per thread where one K-lane allows it."""
+    lay, cw = dots_layout(M, N, K, W)
+    spt, tpw, wpc = lay.size_per_thread, lay.threads_per_warp, lay.warps_per_cta
+    assert tpw[0] * tpw[1] * tpw[2] == 32 and wpc[0] * wpc[1] * wpc[2] == W and wpc[2] == 1
+    assert cw == spt[2] * tpw[2] and K % cw == 0 and spt[2] <= 4
+    assert spt[0] * tpw[0] * wpc[0] >= M and spt[1] * tpw[1] * wpc[1] >= N  # covers M x N (small ones repeat)
+    assert spt[0] * spt[1] <= 8 or tpw[2] == 1
+    if M * N <= 8 * 4 * W:  # small enough for eight K-lanes: conflict-free 128-byte rows
+        assert tpw[2] == 8 or cw == K
+
+
+@pytest.mark.parametrize("T, L", [(4, 8), (2, 8), (1, 4)])
+def test_staged_and_one_launch_agree(T, L, monkeypatch, device):
+    """The two ways of the verify over a chain of steps with folds: the ring's keys, gates and betas and the
+    checkpoints bitwise equal (the same pinned normalisation, gating and fold), outputs and update vectors close
+    (the window's dots are summed in another order)."""
+    H, HV, K, V, S = 2, 4, 32, 32, 3
+    runs = {}
+    for one in ("0", "1"):
+        monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", one)
+        c = Chain(S, H, HV, K, V, T=T, L=L, dtype=torch.float32, device=device, impl="triton", seed=5)
+        rng = torch.Generator().manual_seed(9)
+        outs = []
+        for _ in range(2 * L // T + 1):
+            lens = [int(torch.randint(1, T + 1, (1,), generator=rng)) for _ in range(S)]
+            outs.append(c.verify([2, 0, 1], lens)[1].clone())
+            c.commit([int(torch.randint(1, n + 1, (1,), generator=rng)) for n in lens])
+        runs[one] = (c, outs)
+    (c0, o0), (c1, o1) = runs["0"], runs["1"]
+    assert c0.flushes > 0 and c0.flushes == c1.flushes
+    assert torch.equal(c0.checkpoint, c1.checkpoint)
+    for name in ("k", "g", "beta"):
+        assert torch.equal(getattr(c0.ring, name).nan_to_num(), getattr(c1.ring, name).nan_to_num()), name
+    assert rel_err(c0.ring.u.nan_to_num(), c1.ring.u.nan_to_num()) < 1e-5
+    for a, b in zip(o0, o1):
+        assert rel_err(a, b) < 1e-5
+
+
+@pytest.mark.parametrize("one", ["0", "1"], ids=["staged", "one-launch"])
 @pytest.mark.parametrize("split", [False, True], ids=["whole-heads", "split-heads"])
 @pytest.mark.parametrize("tc", ["0", "1"])
-def test_both_paths_of_the_window_dots_match_the_reference(tc, split, monkeypatch, device):
+def test_both_paths_of_the_window_dots_match_the_reference(tc, split, one, monkeypatch, device):
     """T=4 (the tensor-core path when on) with history on some rows and a fold on another, fp32; with ``split``
     each head's 32 rows run as two 16-row programs (what a batch of fewer than launch.SPLIT_PER_SM programs per SM
-    gets; the CPU has one "SM", so the default split would never run here)."""
+    gets; the CPU has one "SM", so the default split would never run here); staged and in one launch."""
     monkeypatch.setenv("REPLAYSSM_VERIFY_TC", tc)
+    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", one)
     shape = launch.TileConfig(num_warps=1, rows_per_thread=1, rows_per_program=16) if split else None
     H, HV, K, V, T, L = 2, 4, 32, 32, 4, 8
     c = Chain(4, H, HV, K, V, T=T, L=L, dtype=torch.float32, device=device, impl="reference", seed=11)
