@@ -192,16 +192,17 @@ ONE_LAUNCH_PER_SM = 4  # main-kernel programs resident per SM (128 registers, 4 
 
 def one_launch(BT: int, programs: int, device: torch.device) -> bool:
     """Whether the verify runs in one main launch (each program computes its key head's window terms,
-    ``verify_window``) rather than staged (``verify_prep`` first): for windows of at most 2 tokens, and for
-    T <= 4 when the batch fits in one wave of main-kernel programs (fewer than ``ONE_LAUNCH_PER_SM`` per SM).
-    Measured on an H200 against the staged verify in one run (bench/results/2026-12-02c-h200/run3_*): one
-    launch is faster at T=1 (plain decode, B=256: 308.3 vs 320.1 us), T=2 (non-flush 284.8 vs 305.9, random
-    338.5 vs 340.5) and T=4 at B=8 (26.3 vs 28.5), slower at T=4 from B=128 (random 235.4 vs 230.3) and at T=8
-    (B=8, L=32: 43.5 vs 40.5). ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` forces either (benchmarks, tests)."""
+    ``verify_window``) rather than staged (``verify_prep`` first): for single-token windows (plain decode), and for
+    windows of up to 4 tokens when the batch fits in one wave of main-kernel programs (fewer than
+    ``ONE_LAUNCH_PER_SM`` per SM). Measured on an H200 against the staged verify in one run
+    (bench/results/2026-12-02c-h200/, run 4): one launch is faster at T=1 (B=256, L=16: 320.0 vs 324.8 us; L=32:
+    340.2 vs 354.6; B=8: 15.3 vs 16.8) and at T=4, B=8 (26.4 vs 28.6), slower at T=2, B=256 (354.3 vs 349.9;
+    L=32: 391.9 vs 370.7), at T=4 from B=128 (run 3: 235.4 vs 230.3) and at T=8 (B=8, L=32: 43.5 vs 40.5).
+    ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` forces either (benchmarks, tests)."""
     env = os.environ.get("REPLAYSSM_VERIFY_ONE_LAUNCH", "")
     if env in ("0", "1"):
         return env == "1"
-    return BT <= 2 or (BT <= 4 and programs < ONE_LAUNCH_PER_SM * launch.sm_count(device))
+    return BT == 1 or (BT <= 4 and programs < ONE_LAUNCH_PER_SM * launch.sm_count(device))
 
 
 def use_tensor_cores(device: torch.device) -> bool:

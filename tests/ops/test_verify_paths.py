@@ -44,8 +44,9 @@ def test_one_launch_follows_the_window_and_the_batch(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_VERIFY_ONE_LAUNCH", raising=False)
     cuda_like = torch.device("cpu")
     monkeypatch.setattr(launch, "sm_count", lambda device: 132)
-    assert one_launch(1, 256 * 64, cuda_like) and one_launch(2, 256 * 64, cuda_like)  # short windows: always
-    assert one_launch(4, 8 * 64, cuda_like)  # T=4 in one wave of programs (528 = 4 per SM)
+    assert one_launch(1, 256 * 64, cuda_like)  # plain decode: always
+    assert not one_launch(2, 256 * 64, cuda_like) and not one_launch(2, 64 * 64, cuda_like)
+    assert one_launch(2, 8 * 64, cuda_like) and one_launch(4, 8 * 64, cuda_like)  # one wave (528 = 4 per SM)
     assert not one_launch(4, 16 * 64, cuda_like) and not one_launch(4, 256 * 64, cuda_like)
     assert not one_launch(8, 8 * 64, cuda_like)
     monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "0")
