@@ -1,8 +1,10 @@
 """Second launch of ``gdn_replay_verify``: fold, window outputs and new records, one value head per program.
 
 A program owns ``BVP`` rows of one value head of one request (the whole head unless the batch is too
-small to fill the GPU). It reads its row of ``META`` (staged by ``verify_prep``) in one round trip and
-then never waits on a dependent load again:
+small to fill the GPU). It reads its row of ``META`` (written by the first launch: ``verify_prep``, or
+``verify_window``'s META launch when ``STAGED`` is off) in one round trip and then never waits on a dependent
+load again; with ``STAGED`` off it computes its key head's window terms itself (``verify_window._window_terms``)
+while its first chunks are in flight:
 
 1. a flushing row first folds its history into the checkpoint, block by block on the pinned
    ``tile_layout`` with ``_update`` (bitwise the baseline), writes the blocks back and marks them

@@ -1,4 +1,5 @@
-"""First launch of ``gdn_replay_verify``: everything of a window that does not need the checkpoint.
+"""First launch of the staged ``gdn_replay_verify`` (``verify.one_launch`` off): everything of a window that does
+not need the checkpoint.
 
 One program per (request, key head), ``prep_warps`` warps. What it stages lets the main kernel
 (``verify_kernel``) start streaming its checkpoint after a single round trip to memory, with no dependent
