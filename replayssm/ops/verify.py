@@ -190,19 +190,26 @@ def _tensor_cores(ln: launch.Launch, BT: int, KC: int, stages: int, device: torc
 ONE_LAUNCH_PER_SM = 4  # main-kernel programs resident per SM (128 registers, 4 warps)
 
 
-def one_launch(BT: int, programs: int, device: torch.device) -> bool:
+ONE_LAUNCH_HISTORY = 128  # the most history dots (records x window vectors) a one-wave batch takes in one launch
+
+
+def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     """Whether the verify runs in one main launch (each program computes its key head's window terms,
     ``verify_window``) rather than staged (``verify_prep`` first): for single-token windows (plain decode), and for
     windows of up to 4 tokens when the batch fits in one wave of main-kernel programs (fewer than
-    ``ONE_LAUNCH_PER_SM`` per SM). Measured on an H200 against the staged verify in one run
+    ``ONE_LAUNCH_PER_SM`` per SM) and the history's dots (``L x 2BT``, computed by every value head in one launch)
+    are at most ``ONE_LAUNCH_HISTORY``, the largest measured faster. H200, against the staged verify in one run
     (bench/results/2026-12-02c-h200/, run 4): one launch is faster at T=1 (B=256, L=16: 320.0 vs 324.8 us; L=32:
-    340.2 vs 354.6; B=8: 15.3 vs 16.8) and at T=4, B=8 (26.4 vs 28.6), slower at T=2, B=256 (354.3 vs 349.9;
-    L=32: 391.9 vs 370.7), at T=4 from B=128 (run 3: 235.4 vs 230.3) and at T=8 (B=8, L=32: 43.5 vs 40.5).
-    ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` forces either (benchmarks, tests)."""
+    340.2 vs 354.6; B=8: 15.3 vs 16.8) and at T=4, B=8, L=16 (26.4 vs 28.6); slower at T=2, B=256 (354.3 vs 349.9;
+    L=32: 391.9 vs 370.7), at T=4 from B=128 (run 3: 235.4 vs 230.3; L=32 non-flush 417.7 vs 361.6) and at T=8
+    (B=8, L=32: 43.5 vs 40.5). ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` forces either (benchmarks, tests)."""
     env = os.environ.get("REPLAYSSM_VERIFY_ONE_LAUNCH", "")
     if env in ("0", "1"):
         return env == "1"
-    return BT == 1 or (BT <= 4 and programs < ONE_LAUNCH_PER_SM * launch.sm_count(device))
+    if BT == 1:
+        return True
+    one_wave = programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
+    return BT <= 4 and one_wave and L * 2 * BT <= ONE_LAUNCH_HISTORY
 
 
 def use_tensor_cores(device: torch.device) -> bool:
@@ -275,7 +282,7 @@ def gdn_replay_verify(
     L = ring.L
     dev = q.device
     META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
-    staged = not one_launch(BT, B * HV, dev)
+    staged = not one_launch(BT, L, B * HV, dev)
     if staged:
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
         GA = torch.empty(B, HV, 2, BT, BT, dtype=torch.float32, device=dev)

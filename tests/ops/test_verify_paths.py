@@ -44,15 +44,16 @@ def test_one_launch_follows_the_window_and_the_batch(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_VERIFY_ONE_LAUNCH", raising=False)
     cuda_like = torch.device("cpu")
     monkeypatch.setattr(launch, "sm_count", lambda device: 132)
-    assert one_launch(1, 256 * 64, cuda_like)  # plain decode: always
-    assert not one_launch(2, 256 * 64, cuda_like) and not one_launch(2, 64 * 64, cuda_like)
-    assert one_launch(2, 8 * 64, cuda_like) and one_launch(4, 8 * 64, cuda_like)  # one wave (528 = 4 per SM)
-    assert not one_launch(4, 16 * 64, cuda_like) and not one_launch(4, 256 * 64, cuda_like)
-    assert not one_launch(8, 8 * 64, cuda_like)
+    assert one_launch(1, 32, 256 * 64, cuda_like)  # plain decode: always
+    assert not one_launch(2, 16, 256 * 64, cuda_like) and not one_launch(2, 16, 64 * 64, cuda_like)
+    assert one_launch(2, 32, 8 * 64, cuda_like) and one_launch(4, 16, 8 * 64, cuda_like)  # one wave (528 = 4 per SM)
+    assert not one_launch(4, 32, 8 * 64, cuda_like)  # 256 history dots per value head: more than measured faster
+    assert not one_launch(4, 16, 16 * 64, cuda_like) and not one_launch(4, 16, 256 * 64, cuda_like)
+    assert not one_launch(8, 16, 8 * 64, cuda_like)
     monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "0")
-    assert not one_launch(1, 8, cuda_like)
+    assert not one_launch(1, 16, 8, cuda_like)
     monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "1")
-    assert one_launch(8, 256 * 64, cuda_like)
+    assert one_launch(8, 32, 256 * 64, cuda_like)
 
 
 @pytest.mark.parametrize("M, N, K, W", [(4, 8, 128, 4), (8, 16, 128, 4), (16, 8, 128, 4), (32, 16, 128, 4),
