@@ -170,6 +170,7 @@ def _main_layouts(ln: launch.Launch, BT: int, KC: int):
 
 
 # 128 registers: four 4-warp programs per SM (the compiler's own choice, 139-146, leaves three); no spills at T <= 4
+# (one launch at T=4, L=32, which ``one_launch`` leaves staged, spills 40 bytes outside the loops)
 _MAXNREG = {} if INTERPRET else {"maxnreg": 128}
 
 
@@ -195,10 +196,10 @@ ONE_LAUNCH_HISTORY = 128  # the most history dots (records x window vectors) a o
 
 def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     """Whether the verify runs in one main launch (each program computes its key head's window terms,
-    ``verify_window``) rather than staged (``verify_prep`` first): for single-token windows (plain decode), and for
-    windows of up to 4 tokens when the batch fits in one wave of main-kernel programs (fewer than
-    ``ONE_LAUNCH_PER_SM`` per SM) and the history's dots (``L x 2BT``, computed by every value head in one launch)
-    are at most ``ONE_LAUNCH_HISTORY``, the largest measured faster. H200, against the staged verify in one run
+    ``verify_window``) rather than staged (``verify_prep`` first): where the history's dots (``L x 2BT``, computed
+    by every value head in one launch) are at most ``ONE_LAUNCH_HISTORY``, the largest measured faster, and the
+    window is a single token (plain decode) or, up to 4 tokens (BT <= 4), the batch fits in one wave of
+    main-kernel programs (fewer than ``ONE_LAUNCH_PER_SM`` per SM). H200, against the staged verify in one run
     (bench/results/2026-12-02c-h200/, run 4): one launch is faster at T=1 (B=256, L=16: 320.0 vs 324.8 us; L=32:
     340.2 vs 354.6; B=8: 15.3 vs 16.8) and at T=4, B=8, L=16 (26.4 vs 28.6); slower at T=2, B=256 (354.3 vs 349.9;
     L=32: 391.9 vs 370.7), at T=4 from B=128 (run 3: 235.4 vs 230.3; L=32 non-flush 417.7 vs 361.6) and at T=8
@@ -206,10 +207,9 @@ def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     env = os.environ.get("REPLAYSSM_VERIFY_ONE_LAUNCH", "")
     if env in ("0", "1"):
         return env == "1"
-    if BT == 1:
-        return True
-    one_wave = programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
-    return BT <= 4 and one_wave and L * 2 * BT <= ONE_LAUNCH_HISTORY
+    if BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
+        return False
+    return BT == 1 or programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
 
 def use_tensor_cores(device: torch.device) -> bool:

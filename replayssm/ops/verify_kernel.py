@@ -11,8 +11,9 @@ while its first chunks are in flight:
    (a retry of the step finds the marks and does not fold again); it then runs step 2 on the folded
    state with an empty history;
 2. the checkpoint streams through shared memory in ``[BVP, KC]`` column chunks with ``cp.async``,
-   ``STAGES`` chunks in flight, the step's vectors (window vectors, weighted history dots, history
-   update vectors, the window's values) arriving with the first. The ``S0 x`` dots of the 2T window
+   ``STAGES`` chunks in flight, the step's vectors arriving with the first (staged: window vectors, weighted
+   history dots, history update vectors, the window's values; one launch: the history's keys in a copy group of
+   their own ahead of it, the vectors and dots computed meanwhile). The ``S0 x`` dots of the 2T window
    vectors: with ``TC``, three TF32 tensor-core products of hi/lo parts (``_tf32_parts``, fp32-accurate),
    then through shared memory to the ``[rows, T]`` layout the window math uses (a row per thread);
    without, each thread owns whole rows and accumulates them in registers over the chunks (fp32 FMA, no
@@ -309,7 +310,7 @@ def _gdn_replay_verify_kernel(
         dq = acc_q * eh
         us_rows = us._reinterpret(ring_u.dtype.element_ty, [L, BVP], ROWS1)  # indexable by record
         cs_rows = cs._reinterpret(gl.float32, [L, 2 * BT], ROWS1)
-        for j in range(0, n_hist):
+        for j in range(0, n_hist):  # (cs is written only where n_hist > 0)
             u = gl.expand_dims(us_rows.index(j).load(gl.SliceLayout(1, EPI)).to(gl.float32), 1)  # [BVP, 1]
             cj = cs_rows.index(j)
             dk = dk + u * gl.expand_dims(cj.slice(0, BT).load(gl.SliceLayout(0, EPI)), 0)

@@ -20,12 +20,14 @@
 
 Why both: one launch saves the staging launch and its round trips, which is most of a small batch's or a short
 window's step, but each value head's program recomputes its key head's terms on the stream's critical path,
-which costs more than the staging launch at T >= 4 with many programs (H200, bench/NOTES.md, eighth session).
+which costs more than the staging launch at T >= 2 with many programs (H200, bench/NOTES.md, eighth session).
 The products use ``dots_layout`` (lanes along K: conflict-free shared-memory reads); the replicated pair layout
 the staging kernel can afford made the one launch 2-3x slower.
 """
 
 from __future__ import annotations
+
+import functools
 
 import triton
 import triton.language as tl
@@ -105,6 +107,7 @@ def _window_gates(a, b, A_log, dt_bias, bos, T, i_hv, HV: tl.constexpr, BT: tl.c
     return gl.where(live, g, 0.0), gl.where(live, beta, 0.0)
 
 
+@functools.cache
 def dots_layout(M: int, N: int, K: int, W: int, max_out: int = 8):
     """(layout, CW) of ``_smem_dots`` for an [M, N] product over K with ``W`` warps: a [M, N, CW] BlockedLayout
     whose lanes run along K first, four K-elements per thread (one 16-byte shared load), so that eight lanes read
