@@ -205,7 +205,9 @@ def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     L=32: 391.9 vs 370.7), at T=4 from B=128 (run 3: 235.4 vs 230.3; L=32 non-flush 417.7 vs 361.6) and at T=8
     (B=8, L=32: 43.5 vs 40.5). ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` forces either (benchmarks, tests)."""
     env = os.environ.get("REPLAYSSM_VERIFY_ONE_LAUNCH", "")
-    if env in ("0", "1"):
+    if env not in ("", "0", "1"):
+        raise ValueError(f"REPLAYSSM_VERIFY_ONE_LAUNCH must be 0, 1 or unset, got {env!r}")
+    if env:
         return env == "1"
     if BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
         return False

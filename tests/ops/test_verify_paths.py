@@ -55,6 +55,29 @@ def test_one_launch_follows_the_window_and_the_batch(monkeypatch):
     assert not one_launch(1, 16, 8, cuda_like)
     monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "1")
     assert one_launch(8, 32, 256 * 64, cuda_like)
+    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "yes")
+    with pytest.raises(ValueError, match="REPLAYSSM_VERIFY_ONE_LAUNCH must be 0, 1 or unset"):
+        one_launch(1, 16, 8, cuda_like)
+
+
+def test_a_bad_one_launch_switch_is_refused_before_anything_is_written(monkeypatch, device):
+    """The switch is read after the arguments are checked and before the first launch: the call raises and the
+    checkpoint, ring and cursors are as they were."""
+    H, HV, K, V, T, L = 2, 4, 32, 32, 4, 8
+    c = Chain(2, H, HV, K, V, T=T, L=L, dtype=torch.float32, device=device, impl="triton", seed=3)
+    c.verify([0, 1], [3, 2])
+    c.commit([2, 1])
+    x = make_gdn_inputs([4, 1], H, HV, K, V, dtype=torch.float32, device=device)
+    ck, ring = c.checkpoint.clone(), c.ring.clone()
+    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "2")
+    with pytest.raises(ValueError, match="REPLAYSSM_VERIFY_ONE_LAUNCH"):
+        call(gdn_replay_verify, x, checkpoint=c.checkpoint, ring=c.ring, slots=slot_tensor([1, 0], device),
+             impl="triton")  # fmt: skip
+    assert torch.equal(c.checkpoint, ck)
+    for name in ("k", "v", "u", "g", "beta", "folded"):
+        assert torch.equal(getattr(c.ring, name).nan_to_num(), getattr(ring, name).nan_to_num()), name
+    for name in ("write_pos", "base", "flush", "epoch", "pending"):
+        assert torch.equal(getattr(c.ring.cursors, name), getattr(ring.cursors, name)), name
 
 
 @pytest.mark.parametrize("M, N, K, W", [(4, 8, 128, 4), (8, 16, 128, 4), (16, 8, 128, 4), (32, 16, 128, 4),
