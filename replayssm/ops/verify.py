@@ -235,6 +235,17 @@ def _chunk_smem(KC: int):
 _SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 _ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the same unswizzled bytes, indexable row by row
 _SMEM_PRE = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # a [rows, K] state block: conflict-free pinned-tile reads
+# [rows, K] fp32 in shared memory read by lanes that hold different rows at the same columns (a row is 512 bytes, so
+# unswizzled they all hit the same four banks): 16-byte vectors XOR-swizzled by row, eight rows conflict-free. The
+# staging kernel's history keys and the staged main kernel's window vectors (the tensor-core B operand: eight rows
+# per load) are stored so (H200, T=4, B=256: staging 37.1 -> 22.6 us, the step 442.6 -> 416.1 us; bench/NOTES.md).
+_SMEM_ROWS = _SMEM_PRE
+
+
+def _window_smem(BT: int):
+    """The swizzle of ``[2BT, K]`` window vectors that are also read ``BT`` rows at a time (a slice may not split
+    a swizzle pattern): ``BT`` rows per pattern, up to eight."""
+    return gl.SwizzledSharedLayout(4, 1, min(8, BT), [1, 0])
 
 
 def gdn_replay_verify(
@@ -294,8 +305,8 @@ def gdn_replay_verify(
         pw = prep_warps(B * H, launch.sm_count(dev), BT)
         _window_prep_kernel[(H, B)](
             q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
-            c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, pw), _SMEM,
-            num_warps=pw,
+            c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, pw),
+            _SMEM_ROWS, _window_smem(BT), num_warps=pw,
         )  # fmt: skip
     else:
         launch_meta(slots, cu_seqlens, c, META)
@@ -312,6 +323,6 @@ def gdn_replay_verify(
         META, X, GA, GB, CW, H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
         *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        num_warps=W, **_MAXNREG,
+        (_SMEM_ROWS if staged else _window_smem(BT)) if tc else _SMEM, num_warps=W, **_MAXNREG,
     )  # fmt: skip
     return o

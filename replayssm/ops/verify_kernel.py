@@ -14,8 +14,9 @@ while its first chunks are in flight:
    ``STAGES`` chunks in flight, the step's vectors arriving with the first (staged: window vectors, weighted
    history dots, history update vectors, the window's values; one launch: the history's keys in a copy group of
    their own ahead of it, the vectors and dots computed meanwhile). The ``S0 x`` dots of the 2T window
-   vectors: with ``TC``, three TF32 tensor-core products of hi/lo parts (``_tf32_parts``, fp32-accurate),
-   then through shared memory to the ``[rows, T]`` layout the window math uses (a row per thread);
+   vectors: with ``TC``, three TF32 tensor-core products of hi/lo parts (``_tf32_parts``, fp32-accurate; the
+   window vectors XOR-swizzled by row in shared memory, ``SMEM_X``, so the eight rows of a B-operand load hit
+   different banks), then through shared memory to the ``[rows, T]`` layout the window math uses (a row per thread);
    without, each thread owns whole rows and accumulates them in registers over the chunks (fp32 FMA, no
    cross-lane reduction), already in that layout;
 3. ``S_prev x = e^Gt S0 x + sum_j u_j CW_j``, then per row, in-thread over the window:
@@ -159,7 +160,7 @@ def _gdn_replay_verify_kernel(
     CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
-    LH: tl.constexpr, CWH: tl.constexpr,
+    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr,
 ):  # fmt: skip
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -176,7 +177,7 @@ def _gdn_replay_verify_kernel(
         tok, rows_e, live_e, p_o = _epilogue_index(o, bos, T, r0, i_hv, HV, V, BT, BVP, EPI)
 
     chunks = gl.allocate_shared_memory(gl.float32, [STAGES, BVP, KC], SMEM_CHUNK)
-    xs = gl.allocate_shared_memory(gl.float32, [NX, K], SMEM)  # window vectors (rows past 2BT: MMA padding)
+    xs = gl.allocate_shared_memory(gl.float32, [NX, K], SMEM_X)  # window vectors (rows past 2BT: MMA padding)
     us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
     cs = gl.allocate_shared_memory(gl.float32, [L, 2 * BT], SMEM)  # weighted history dots
     vw = gl.allocate_shared_memory(v.dtype.element_ty, [BT, BVP], SMEM)  # the window's values

@@ -22,6 +22,9 @@ does not depend on another is issued before the first store (a compiler may not 
 that could alias it), the history keys arrive by ``cp.async`` while the window is normalised and gated, and
 the work inside is spread over the warps with no serial per-token or per-value-head loop. Three dependent
 round trips in all: the row's slot and bounds; its cursors, window vectors and gates; its history.
+The history keys (``SWK``) and the window vectors (``SWX``) sit in shared memory XOR-swizzled by row: the history
+dots read 4 key rows and 8 window rows at the same columns per load, which unswizzled all hit the same banks
+(H200, T=4, B=256: this launch 37.1 -> 22.6 us).
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def _window_prep_kernel(
     pending, scale, X, META, GA, GB, CW,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, GP: tl.constexpr,
     ROWS: tl.constexpr, KK3: tl.constexpr, G3: tl.constexpr, LH: tl.constexpr, GH: tl.constexpr, LW: tl.constexpr,
-    CPK: tl.constexpr, ML: tl.constexpr, SMEM: tl.constexpr,
+    CPK: tl.constexpr, ML: tl.constexpr, SWK: tl.constexpr, SWX: tl.constexpr,
 ):  # fmt: skip
     i_h = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -121,7 +124,7 @@ def _window_prep_kernel(
         j_h = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(0, GH)), 0)  # [1, L]
         g_hist = gl.load(ring_g + (s64 * HV + i_h * GROUP + gv_h) * L + ((bs + j_h) & (L - 1)),
                          mask=(gv_h < GROUP) & (j_h < n_hist), other=0.0)  # fmt: skip
-        ks = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)
+        ks = gl.allocate_shared_memory(gl.float32, [L, K], SWK)
         jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPK)), 1)
         kk_c = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CPK)), 0)
         p_keys = rk + ((bs + jk) & (L - 1)) * K + kk_c
@@ -131,7 +134,7 @@ def _window_prep_kernel(
         # 3. Normalise the window vectors (rows in parallel; each row's arithmetic is the pinned one), store them.
         xn = _l2norm(x)
         xn = gl.where(is_q, xn * scale, xn)
-        xs = gl.allocate_shared_memory(gl.float32, [2 * BT, K], SMEM)
+        xs = gl.allocate_shared_memory(gl.float32, [2 * BT, K], SWX)
         xs.store(xn)
         head = b64 * H + i_h
         gl.store(X + head * (2 * BT * K) + xr * K + xc, xn)
