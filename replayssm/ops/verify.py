@@ -15,6 +15,7 @@ positions ``write_pos .. write_pos + T - 1``; ``ring_commit`` later decides how 
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -234,18 +235,28 @@ def _chunk_smem(KC: int):
 
 _SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 _ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the same unswizzled bytes, indexable row by row
-_SMEM_PRE = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # a [rows, K] state block: conflict-free pinned-tile reads
-# [rows, K] fp32 in shared memory read by lanes that hold different rows at the same columns (a row is 512 bytes, so
-# unswizzled they all hit the same four banks): 16-byte vectors XOR-swizzled by row, eight rows conflict-free. The
-# staging kernel's history keys and the staged main kernel's window vectors (the tensor-core B operand: eight rows
-# per load) are stored so (H200, T=4, B=256: staging 37.1 -> 22.6 us, the step 442.6 -> 416.1 us; bench/NOTES.md).
-_SMEM_ROWS = _SMEM_PRE
 
 
-def _window_smem(BT: int):
-    """The swizzle of ``[2BT, K]`` window vectors that are also read ``BT`` rows at a time (a slice may not split
-    a swizzle pattern): ``BT`` rows per pattern, up to eight."""
-    return gl.SwizzledSharedLayout(4, 1, min(8, BT), [1, 0])
+@functools.cache
+def _rows_smem(rows: int):
+    """[rows, K] fp32 in shared memory read by lanes that hold different rows at the same columns (a row is 512
+    bytes, so unswizzled they all hit the same four banks): 16-byte vectors XOR-swizzled by row, ``rows`` rows per
+    pattern (conflict-free up to that many). Eight for a state block read on the pinned tile and for the staging
+    kernel's history keys; a buffer that is also sliced ``BT`` rows at a time takes ``BT`` (a slice may not split a
+    pattern). H200, T=4, B=256: staging 37.1 -> 22.6 us, the step 442.6 -> 416.1 us (bench/NOTES.md, ninth session)."""
+    return gl.SwizzledSharedLayout(4, 1, rows, [1, 0])
+
+
+_SMEM_PRE = _rows_smem(8)  # a [rows, K] state block: conflict-free pinned-tile reads
+
+
+def _window_smem(tc: bool, staged: bool, BT: int):
+    """The main kernel's [NX, K] window vectors: on the tensor-core path (eight rows per B-operand load) swizzled by
+    row, eight rows per pattern when staged, ``BT`` in one launch (its Gram slices them ``BT`` rows at a time);
+    unswizzled on the FMA rows, which read them as broadcasts."""
+    if not tc:
+        return _SMEM
+    return _rows_smem(8 if staged else min(8, BT))
 
 
 def gdn_replay_verify(
@@ -306,7 +317,7 @@ def gdn_replay_verify(
         _window_prep_kernel[(H, B)](
             q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
             c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, pw),
-            _SMEM_ROWS, _window_smem(BT), num_warps=pw,
+            _rows_smem(8), _rows_smem(min(8, BT)), num_warps=pw,
         )  # fmt: skip
     else:
         launch_meta(slots, cu_seqlens, c, META)
@@ -323,6 +334,6 @@ def gdn_replay_verify(
         META, X, GA, GB, CW, H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
         *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        (_SMEM_ROWS if staged else _window_smem(BT)) if tc else _SMEM, num_warps=W, **_MAXNREG,
+        _window_smem(tc, staged, BT), num_warps=W, **_MAXNREG,
     )  # fmt: skip
     return o
