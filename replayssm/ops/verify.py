@@ -147,6 +147,21 @@ def _prep_layouts(K: int, BT: int, W: int):
     return rows, kk3, g3, lh, gh, lw, cpk, ml
 
 
+FOLD_FREE_WAVES = 1.5  # the last waves of main-kernel programs in which no folding request starts (_order_rank)
+
+
+def fold_free_tail(programs_per_request: int, device: torch.device) -> float:
+    """Requests at the end of the staged main kernel's order in which no fold starts: ``FOLD_FREE_WAVES`` waves of
+    ``ONE_LAUNCH_PER_SM`` programs per SM (``verify_prep._order_rank`` caps it at half the non-folding requests)."""
+    return FOLD_FREE_WAVES * ONE_LAUNCH_PER_SM * launch.sm_count(device) / programs_per_request
+
+
+def _order_layout(B: int, W: int):
+    """(BP, layout) of the staging kernel's [BP] vector of every request's flush flag (``_order_rank``)."""
+    BP = max(32, triton.next_power_of_2(B))
+    return BP, gl.BlockedLayout([max(1, BP // (32 * W))], [32], [W], [0])
+
+
 K_STEP = 4  # K-elements of a row multiplied per step of the main kernel's chunk loop (one 16-byte shared load)
 
 
@@ -307,6 +322,7 @@ def gdn_replay_verify(
     dev = q.device
     META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
     staged = not one_launch(BT, L, B * HV, dev)
+    ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     if staged:
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
         GA = torch.empty(B, HV, 2, BT, BT, dtype=torch.float32, device=dev)
@@ -316,13 +332,13 @@ def gdn_replay_verify(
         pw = prep_warps(B * H, launch.sm_count(dev), BT)
         _window_prep_kernel[(H, B)](
             q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
-            c.epoch, c.pending, scale, X, META, GA, GB, CW, H, HV, K, L, BT, GP, *_prep_layouts(K, BT, pw),
-            _rows_smem(8), _rows_smem(min(8, BT)), num_warps=pw,
+            c.epoch, c.pending, scale, X, META, GA, GB, CW, B, fold_free_tail(HV * ln.programs_per_head, dev), H, HV,
+            K, L, BT, GP, *_prep_layouts(K, BT, pw), _rows_smem(8), _rows_smem(min(8, BT)), *_order_layout(B, pw),
+            num_warps=pw,
         )  # fmt: skip
     else:
         launch_meta(slots, cu_seqlens, c, META)
         X = GA = GB = CW = META  # not read
-    ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     KC = min(ln.k_chunk, K)
     stages = max(1, min(ln.stages, K // KC))
     # a folding program copies its next state block into the idle chunk buffer while it folds, when it fits

@@ -1,8 +1,9 @@
 """Second launch of ``gdn_replay_verify``: fold, window outputs and new records, one value head per program.
 
 A program owns ``BVP`` rows of one value head of one request (the whole head unless the batch is too
-small to fill the GPU). It reads its row of ``META`` (written by the first launch: ``verify_prep``, or
-``verify_window``'s META launch when ``STAGED`` is off) in one round trip and then never waits on a dependent
+small to fill the GPU). It reads its row of ``META`` (written by the first launch: ``verify_prep``, which also
+orders the requests, ``_order_rank``, or ``verify_window``'s META launch when ``STAGED`` is off; the row names its
+request) in one round trip and then never waits on a dependent
 load again; with ``STAGED`` off it computes its key head's window terms itself (``verify_window._window_terms``)
 while its first chunks are in flight:
 
@@ -212,7 +213,8 @@ def _gdn_replay_verify_kernel(
         ckpt = checkpoint + (s64 * HV + i_hv) * V * K
         rv = ring_v + (s64 * HV + i_hv) * L * V
         ru = ring_u + (s64 * HV + i_hv) * L * V
-        vh = i_b.to(gl.int64) * HV + i_hv
+        req = gl.load(mb + 7).to(gl.int64)  # the request this program's META row describes
+        vh = req * HV + i_hv
         rk = ring_k + (s64 * H + i_h) * L * K
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
@@ -238,7 +240,7 @@ def _gdn_replay_verify_kernel(
         if STAGED:
             x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
             x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
-            head = i_b.to(gl.int64) * H + i_h
+            head = req * H + i_h
             p_x = X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
             async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), p_x)
         j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]

@@ -5,7 +5,8 @@ One program per (request, key head), ``prep_warps`` warps. What it stages lets t
 (``verify_kernel``) start streaming its checkpoint after a single round trip to memory, with no dependent
 loads after it:
 
-- ``META [B, 8]`` int32 (key head 0): slot, bos, T, write_pos, base, flush, epoch of the row;
+- ``META [B, 8]`` int32 (key head 0): slot, bos, T, write_pos, base, flush, epoch and index of a request, in the
+  order the main kernel's programs take them (``_order_rank``: folding requests kept out of the last waves);
 - ``X [B, H, 2BT, K]``: the window's keys and queries normalised with the pinned ``_l2norm`` (bitwise the
   keys the baseline normalises; the keys are also appended to the ring), ``k^_0..k^_{BT-1}`` then
   ``q^_s * scale``; rows past the window are zero;
@@ -34,7 +35,7 @@ import triton.language as tl  # noqa: F401  (the interpreter looks for it in a k
 from ._gluon import async_copy, gl, jit
 from ._pinned import _gating, _l2norm
 
-META_FIELDS = 8  # slot, bos, T, write_pos, base, flush, epoch, (unused)
+META_FIELDS = 8  # slot, bos, T, write_pos, base, flush, epoch, request
 META_ROW = tl.constexpr(META_FIELDS)  # the same, readable inside kernels
 
 
@@ -49,10 +50,33 @@ def prep_warps(programs: int, sm_count: int, BT: int) -> int:
 
 
 @jit
-def _meta_row(mi, slot, bos, T, wp, bs, fl, ep):
-    """The ``META`` row (``mi`` = arange(META_FIELDS)): slot, bos, T, write_pos, base, flush, epoch, 0."""
-    row = gl.where(mi == 0, slot, gl.where(mi == 1, bos, gl.where(mi == 2, T, 0)))
+def _meta_row(mi, slot, bos, T, wp, bs, fl, ep, req):
+    """The ``META`` row (``mi`` = arange(META_FIELDS)): slot, bos, T, write_pos, base, flush, epoch, request."""
+    row = gl.where(mi == 0, slot, gl.where(mi == 1, bos, gl.where(mi == 2, T, gl.where(mi == 7, req, 0))))
     return gl.where(mi == 3, wp, gl.where(mi == 4, bs, gl.where(mi == 5, fl, gl.where(mi == 6, ep, row))))
+
+
+@jit
+def _order_rank(f_raw, ob, B, i_b, free_tail):
+    """Where request ``i_b`` goes in the main kernel's program order (its ``META`` row), from every request's flush
+    flag ``f_raw`` [BP] (``ob``: arange(BP); rows past ``B`` are not the batch's). The others are spread evenly over
+    the whole order and the folding requests among them, evenly over all but the last ``free_tail`` of the others
+    (at most half of them; ties by request index): the long programs stay mixed with the short ones, as the fold's
+    arithmetic overlaps the others' streams, but none of them starts in the last waves, where a fold would run on
+    with most of the GPU idle. Every program computes the same keys, so the ranks are a permutation of the batch,
+    each kind in its own order. Only the order changes: each program's arithmetic is the same."""
+    live = ob < B
+    f = gl.where(live & (f_raw != 0), 1, 0)
+    n = gl.where(live, 1 - f, 0)
+    nf = gl.sum(f, axis=0).to(gl.float32)
+    nn = gl.sum(n, axis=0).to(gl.float32)
+    i_f = (gl.associative_scan(f, 0, _add) - f).to(gl.float32)  # rank among the folding requests
+    i_n = (gl.associative_scan(n, 0, _add) - n).to(gl.float32)  # ... among the others
+    spread = gl.maximum(1.0 - free_tail / gl.maximum(nn, 1.0), 0.5)  # the share of the others' keys folds take
+    key = gl.where(f != 0, (i_f + 0.5) * (spread / gl.maximum(nf, 1.0)), (i_n + 0.5) / gl.maximum(nn, 1.0))
+    mine = gl.sum(gl.where(ob == i_b, key, 0.0), axis=0)
+    before = live & ((key < mine) | ((key == mine) & (ob < i_b)))
+    return gl.sum(gl.where(before, 1, 0), axis=0)
 
 
 @jit
@@ -80,10 +104,10 @@ def _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV: tl.constexpr, GROUP: tl.
 @jit
 def _window_prep_kernel(
     q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring_k, ring_g, ring_beta, write_pos, base, flush, epoch,
-    pending, scale, X, META, GA, GB, CW,
+    pending, scale, X, META, GA, GB, CW, B, free_tail,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, GP: tl.constexpr,
     ROWS: tl.constexpr, KK3: tl.constexpr, G3: tl.constexpr, LH: tl.constexpr, GH: tl.constexpr, LW: tl.constexpr,
-    CPK: tl.constexpr, ML: tl.constexpr, SWK: tl.constexpr, SWX: tl.constexpr,
+    CPK: tl.constexpr, ML: tl.constexpr, SWK: tl.constexpr, SWX: tl.constexpr, BP: tl.constexpr, OL: tl.constexpr,
 ):  # fmt: skip
     i_h = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -93,9 +117,15 @@ def _window_prep_kernel(
     bos = gl.load(cu_seqlens + i_b)
     T = gl.load(cu_seqlens + i_b + 1) - bos
     mi = gl.arange(0, META_ROW, layout=ML)
+    # Key head 0 places the row's META (_order_rank): every row's flush flag, loaded beside its own slot and cursors.
+    ob = gl.arange(0, BP, layout=OL)
+    every = (ob < B) & (i_h == 0)
+    s_all = gl.load(slots + ob, mask=every, other=-1)
+    f_all = gl.load(flush + s_all, mask=every & (s_all >= 0), other=0)
     if slot < 0:
         if i_h == 0:
-            gl.store(META + i_b * META_ROW + mi, _meta_row(mi, slot, bos, T, 0, 0, 0, 0))
+            p_meta = META + _order_rank(f_all, ob, B, i_b, free_tail) * META_ROW + mi
+            gl.store(p_meta, _meta_row(mi, slot, bos, T, 0, 0, 0, 0, i_b))
     else:
         s64 = slot.to(gl.int64)
         b64 = i_b.to(gl.int64)
@@ -140,7 +170,8 @@ def _window_prep_kernel(
         gl.store(X + head * (2 * BT * K) + xr * K + xc, xn)
         gl.store(rk + ((bs + wp + t_x) & (L - 1)) * K + xc, xn, mask=live_x & (xr < BT))
         if i_h == 0:
-            gl.store(META + i_b * META_ROW + mi, _meta_row(mi, slot, bos, T, wp, bs, fl, ep))
+            p_meta = META + _order_rank(f_all, ob, B, i_b, free_tail) * META_ROW + mi
+            gl.store(p_meta, _meta_row(mi, slot, bos, T, wp, bs, fl, ep, i_b))
             gl.store(pending + slot, T)
         gl.thread_barrier()
 

@@ -60,7 +60,7 @@ def _meta_kernel(slots, cu_seqlens, write_pos, base, flush, epoch, pending, META
     tl.store(row + 4, bs, mask=live)
     tl.store(row + 5, fl, mask=live)
     tl.store(row + 6, ep, mask=live)
-    tl.store(row + 7, 0, mask=live)
+    tl.store(row + 7, i, mask=live)  # the request (the staged META may reorder them; this one does not)
     tl.store(pending + s, T, mask=ok)
 
 
