@@ -36,7 +36,6 @@ from ._validate import (
 )
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import Ring
-from .verify_fold import launch_verify_fold
 from .verify_kernel import _gdn_replay_verify_kernel
 from .verify_prep import META_FIELDS, _window_prep_kernel, prep_warps
 from .verify_window import dots_layout, launch_meta
@@ -191,15 +190,6 @@ def _main_layouts(ln: launch.Launch, BT: int, KC: int):
 _MAXNREG = {} if INTERPRET else {"maxnreg": 128}
 
 
-def _register_cap(num_warps: int, folded: bool) -> dict:
-    """The main kernel's register cap: 128 (``_MAXNREG``), except for programs of fewer than four warps without a fold
-    path (``folded``), which a batch small enough to split heads runs: registers do not limit how many of those fit on
-    an SM, and under 128 their prologue spilled (40 bytes at T=4, B <= 4)."""
-    if INTERPRET or not (folded and num_warps < 4):
-        return _MAXNREG
-    return {"maxnreg": 168}
-
-
 def _tensor_cores(ln: launch.Launch, BT: int, KC: int, stages: int, device: torch.device):
     """(on, NX, layout) of the window dots on tensor cores: on a GPU with TF32 ``mma.sync`` (compute capability
     >= 8.0), for windows of at least 4 tokens (2BT >= 8 vectors fill the 8-wide MMA tile), with at least one
@@ -238,23 +228,6 @@ def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     if BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
         return False
     return BT == 1 or programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
-
-
-def fold_first(one: bool, programs: int, device: torch.device) -> bool:
-    """Whether flushing rows fold in a launch of their own before the main kernel (``verify_fold``), split over four
-    programs per head, instead of inside their one-launch main-kernel program: for a verify in one launch (``one``)
-    whose batch fits in one wave of main-kernel programs (fewer than ``ONE_LAUNCH_PER_SM`` per SM), where a folding
-    program's serial fold is the step's critical path. A large batch keeps the fold inside the main kernel, which
-    reads the checkpoint once for both. ``REPLAYSSM_VERIFY_FOLD_FIRST=0`` / ``=1`` forces either way in one launch
-    (benchmarks, tests)."""
-    env = os.environ.get("REPLAYSSM_VERIFY_FOLD_FIRST", "")
-    if env not in ("", "0", "1"):
-        raise ValueError(f"REPLAYSSM_VERIFY_FOLD_FIRST must be 0, 1 or unset, got {env!r}")
-    if not one:
-        return False
-    if env:
-        return env == "1"
-    return programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
 
 def use_tensor_cores(device: torch.device) -> bool:
@@ -349,7 +322,6 @@ def gdn_replay_verify(
     dev = q.device
     META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
     staged = not one_launch(BT, L, B * HV, dev)
-    folded = fold_first(not staged, B * HV, dev)
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     if staged:
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
@@ -365,10 +337,7 @@ def gdn_replay_verify(
             num_warps=pw,
         )  # fmt: skip
     else:
-        if folded:
-            launch_verify_fold(slots, cu_seqlens, checkpoint, ring, META, _SMEM, _ROWS1)
-        else:
-            launch_meta(slots, cu_seqlens, c, META)
+        launch_meta(slots, cu_seqlens, c, META)
         X = GA = GB = CW = META  # not read
     KC = min(ln.k_chunk, K)
     stages = max(1, min(ln.stages, K // KC))
@@ -381,6 +350,6 @@ def gdn_replay_verify(
         META, X, GA, GB, CW, H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
         *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        _window_smem(tc, staged, BT), folded, num_warps=W, **_register_cap(W, folded),
+        _window_smem(tc, staged, BT), num_warps=W, **_MAXNREG,
     )  # fmt: skip
     return o

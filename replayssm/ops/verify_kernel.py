@@ -161,7 +161,7 @@ def _gdn_replay_verify_kernel(
     CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
-    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, FOLDED: tl.constexpr,
+    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr,
 ):  # fmt: skip
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -218,13 +218,12 @@ def _gdn_replay_verify_kernel(
         rk = ring_k + (s64 * H + i_h) * L * K
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
-        if not FOLDED:  # noqa: SIM102  (a constexpr: FOLDED, the first launch folded them, verify_fold)
-            if fl != 0:  # 1. fold (once per epoch), then an empty history
-                ep = gl.load(mb + 6)
-                marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-                _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, BVP,
-                           BV, K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
-                gl.thread_barrier()  # the folded rows are visible to every thread of the program
+        if fl != 0:  # 1. fold (once per epoch), then an empty history
+            ep = gl.load(mb + 6)
+            marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
+            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, BVP, BV,
+                       K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
+            gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
 
         # 2. Copies: the first chunk with the step's vectors (group 0), then one group per further chunk.
