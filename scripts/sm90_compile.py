@@ -54,7 +54,7 @@ class _Sm90Driver:
 
 _driver.set_active(_Sm90Driver())
 
-from replayssm.ops import _common, launch, verify, verify_window  # noqa: E402
+from replayssm.ops import _common, fold_ahead, launch, verify, verify_window  # noqa: E402
 
 COMPILED: dict[str, object] = {}
 
@@ -121,14 +121,31 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
                              ring=ring, slots=slots, cu_seqlens=cu, validate=False)  # fmt: skip
 
 
+def compile_fold_ahead(T: int, L: int, B: int, layers=8, H=16, HV=64, K=128, V=128, dtype=torch.bfloat16):
+    """``gdn_fold_ahead`` over ``layers`` layers at the same geometry (``--fold-ahead``)."""
+    from replayssm.ops.ring import RingLayers
+
+    _common.use_triton = lambda impl, *t: True
+    fold_ahead.use_triton = _common.use_triton
+    launch.sm_count = lambda device: 132
+    fold_ahead._fold_ahead_kernel = _capture("fold_ahead", fold_ahead._fold_ahead_kernel)
+    fold_ahead._ring_mark_folded_kernel = _capture("mark", fold_ahead._ring_mark_folded_kernel)
+    rings = RingLayers.allocate(layers, B, H, HV, K, V, L=L, window=T, dtype=dtype)
+    ckpt = torch.zeros(layers, B, HV, V, K)
+    fold_ahead.gdn_fold_ahead(ckpt, rings, torch.arange(B, dtype=torch.int32), validate=False)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--T", type=int, default=4)
     p.add_argument("--L", type=int, default=16)
     p.add_argument("--B", type=int, default=256)
     p.add_argument("--sass", default=None, help="folder to write <kernel>.sass into")
+    p.add_argument("--fold-ahead", action="store_true", help="also compile gdn_fold_ahead's kernel")
     args = p.parse_args(argv)
     compile_verify(args.T, args.L, args.B)
+    if args.fold_ahead:
+        compile_fold_ahead(args.T, args.L, args.B)
     for name, kern in COMPILED.items():
         u = _usage(kern)
         print(f"{name:10s} regs {u['registers']} stack {u['stack']} local {u['local']} shared {u['shared']}")

@@ -20,7 +20,16 @@ from typing import Protocol
 
 import torch
 
-from ..ops import GDNShape, Ring, RingCursors, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit
+from ..ops import (
+    GDNShape,
+    RingLayers,
+    fold_ahead_pays,
+    gdn_exact_fold,
+    gdn_fold_ahead,
+    gdn_recurrent,
+    gdn_replay_verify,
+    ring_commit,
+)
 from ..ops.snapshots import commit_snapshots
 
 
@@ -173,17 +182,19 @@ class RecurrentDecode(RecurrentStep):
 
 
 class ReplayStep:
-    """ReplaySSM: verify from checkpoint + ring for every layer, then one device-side cursor commit."""
+    """ReplaySSM: verify from checkpoint + ring for every layer, then one device-side cursor commit (and, for a batch
+    that fits in one wave of the verify's programs, the fold of every layer of the rows that will flush next,
+    ``gdn_fold_ahead``, as the pool's commit does)."""
 
     def __init__(self, case: StepCase):
         self.case, self.x, self.accept = case, case.inputs, case.accept
         self.commit = True
         geo, dev = case.geo, case.device
         self.checkpoint = case.state0.clone()
-        self.cursors = RingCursors.allocate(case.num_slots, L=case.L, window=case.T, device=dev)
-        self.rings = [Ring.allocate(case.num_slots, geo.H, geo.HV, geo.K, geo.V, L=case.L, window=case.T,
-                                    dtype=case.dtype, device=dev, cursors=self.cursors)
-                      for _ in range(case.layers)]  # fmt: skip
+        self.ring_layers = RingLayers.allocate(case.layers, case.num_slots, geo.H, geo.HV, geo.K, geo.V, L=case.L,
+                                               window=case.T, dtype=case.dtype, device=dev)  # fmt: skip
+        self.cursors, self.rings = self.ring_layers.cursors, self.ring_layers.layers
+        self.fold_ahead = fold_ahead_pays(case.B, geo.HV, case.T, case.L, dev)
         self.outputs = _outputs(case)
 
     @classmethod
@@ -198,6 +209,8 @@ class ReplayStep:
                               cu_seqlens=x["cu_seqlens"], out=self.outputs[layer], validate=False)  # fmt: skip
         if self.commit:
             ring_commit(self.cursors, x["slots"], self.accept(), validate=False)
+            if self.fold_ahead:
+                gdn_fold_ahead(self.checkpoint, self.ring_layers, x["slots"], validate=False)
         else:  # a frozen step still ends its epoch, as a commit would, so a flushing row folds every time
             self.cursors.epoch.add_(1)
 

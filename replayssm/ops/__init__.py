@@ -7,9 +7,10 @@ or "reference". Each ``*_reference`` has the same signature and the same effects
 
 from .cursors import ring_commit, ring_commit_reference, ring_mark_folded, ring_reset
 from .fold import gdn_exact_fold, gdn_exact_fold_reference
+from .fold_ahead import fold_ahead_pays, gdn_fold_ahead, gdn_fold_ahead_reference
 from .gating import gdn_gating, gdn_gating_reference
 from .recurrent import gdn_recurrent, gdn_recurrent_reference
-from .ring import Ring, RingCursors
+from .ring import Ring, RingCursors, RingLayers
 from .shape import GDNShape
 from .snapshots import commit_snapshots, commit_snapshots_reference
 from .verify import gdn_replay_verify, gdn_replay_verify_reference
@@ -20,8 +21,12 @@ __all__ = [
     "commit_snapshots",
     "commit_snapshots_reference",
     "RingCursors",
+    "RingLayers",
+    "fold_ahead_pays",
     "gdn_exact_fold",
     "gdn_exact_fold_reference",
+    "gdn_fold_ahead",
+    "gdn_fold_ahead_reference",
     "gdn_gating",
     "gdn_gating_reference",
     "gdn_recurrent",

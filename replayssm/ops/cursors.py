@@ -38,10 +38,15 @@ def _ring_commit_kernel(slots, num_accepted, write_pos, base, flush, pending, ep
 
 
 @triton.jit
-def _ring_mark_folded_kernel(slots, write_pos, base, flush, pending, epoch, L: tl.constexpr, RESET: tl.constexpr):
+def _ring_mark_folded_kernel(slots, write_pos, base, flush, pending, epoch, L: tl.constexpr, RESET: tl.constexpr,
+                             FLUSHING: tl.constexpr = False):  # fmt: skip
+    """Empty a row's history (``RESET``: the whole ring); with ``FLUSHING`` only rows whose ``flush`` is set."""
     i = tl.program_id(0)
     slot = tl.load(slots + i)
-    if slot >= 0:
+    live = slot >= 0
+    if FLUSHING:
+        live = live & (tl.load(flush + tl.maximum(slot, 0)) != 0)
+    if live:
         if RESET:
             tl.store(base + slot, 0)
         else:

@@ -46,6 +46,8 @@ DEFAULTS = {
     "recurrent": TileConfig(num_warps=2, rows_per_thread=2),
     "fold": TileConfig(num_warps=4, rows_per_thread=4),
     "verify": TileConfig(num_warps=4, rows_per_thread=4, stages=2, k_chunk=32),
+    # gdn_fold_ahead: four programs per head (one 32-row block each) so a small batch's folds spread over the GPU
+    "fold_ahead": TileConfig(num_warps=4, rows_per_thread=2, rows_per_program=32),
 }
 # The verify of a batch too small to fill the GPU (``split_small``: fewer than SPLIT_PER_SM programs per SM) splits
 # each head's rows over programs, keeping the default shape; warps are capped so that every thread streams at least
@@ -60,9 +62,9 @@ _OVERRIDES: list[dict[str, TileConfig]] = []
 
 @contextmanager
 def override(**configs: TileConfig):
-    """Run the named kernels ("recurrent", "fold", "verify") with other launch shapes (benchmarks, tests). An
-    override's warps and rows per thread are taken as given (only a tile larger than a head shrinks to fit it); one
-    without ``rows_per_program`` still has a small batch's heads split over programs."""
+    """Run the named kernels ("recurrent", "fold", "verify", "fold_ahead") with other launch shapes (benchmarks,
+    tests). An override's warps and rows per thread are taken as given (only a tile larger than a head shrinks to fit
+    it); one without ``rows_per_program`` still has a small batch's heads split over programs."""
     bad = set(configs) - set(DEFAULTS)
     if bad:
         raise ValueError(f"unknown kernels {sorted(bad)}; known: {sorted(DEFAULTS)}")

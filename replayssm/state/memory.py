@@ -16,8 +16,8 @@ def pool_memory_report(pool) -> dict[str, int]:
         "conv": _nbytes(pool.conv_state, pool.conv_scratch),
     }
     if pool.cfg.backend == "replay":
-        c = pool.cursors
-        rep["rings"] = _nbytes(pool.ring_k, pool.ring_v, pool.ring_g, pool.ring_beta, pool.ring_u, pool.ring_folded)
+        c, r = pool.cursors, pool.ring_layers
+        rep["rings"] = _nbytes(r.k, r.v, r.g, r.beta, r.u, r.folded)
         rep["rings"] += _nbytes(c.write_pos, c.base, c.flush, c.pending, c.epoch)
     rep["total"] = sum(rep.values())
     return rep

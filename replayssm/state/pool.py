@@ -16,8 +16,10 @@ from torch import Tensor
 
 from ..ops import (
     Ring,
-    RingCursors,
+    RingLayers,
+    fold_ahead_pays,
     gdn_exact_fold,
+    gdn_fold_ahead,
     gdn_recurrent,
     gdn_replay_verify,
     ring_commit,
@@ -45,24 +47,14 @@ class GDNStatePool:
         self.conv_state = torch.zeros(NL, S, cfg.conv_kernel - 1, cfg.channels, dtype=cfg.dtype, device=dev)
         self.conv_scratch = torch.zeros(NL, B, cfg.conv_kernel - 1 + T, cfg.channels, dtype=cfg.dtype, device=dev)
         self.snapshots = None
-        self.rings: list[Ring] = []
+        self.ring_layers: RingLayers | None = None  # replay: every layer's ring, one allocation per record kind
+        self.rings: tuple[Ring, ...] = ()  # ... and each layer's view of it
         if cfg.backend == "recurrent" and T > 1:  # window 1 only decodes, in place: no snapshots to keep
             self.snapshots = torch.empty(NL, B, T, cfg.HV, cfg.V, cfg.K, dtype=torch.float32, device=dev)
         else:
-            self.cursors = RingCursors.allocate(S, L=cfg.ring_len, window=T, device=dev)
-            one = Ring.allocate(S, cfg.H, cfg.HV, cfg.K, cfg.V, L=cfg.ring_len, window=T, dtype=cfg.dtype,
-                                u_dtype=cfg.u_dtype, device=dev, cursors=self.cursors)  # fmt: skip
-            # one tensor per kind for all layers; each layer's Ring is a view into it
-            self.ring_k, self.ring_v, self.ring_g, self.ring_beta, self.ring_u, self.ring_folded = (
-                t.unsqueeze(0).repeat((NL,) + (1,) * t.dim())
-                for t in (one.k, one.v, one.g, one.beta, one.u, one.folded)
-            )
-            del one
-            self.rings = [
-                Ring(self.ring_k[i], self.ring_v[i], self.ring_g[i], self.ring_beta[i], self.ring_u[i],
-                     self.ring_folded[i], self.cursors)
-                for i in range(NL)
-            ]  # fmt: skip
+            self.ring_layers = RingLayers.allocate(NL, S, cfg.H, cfg.HV, cfg.K, cfg.V, L=cfg.ring_len, window=T,
+                                                   dtype=cfg.dtype, u_dtype=cfg.u_dtype, device=dev)  # fmt: skip
+            self.cursors, self.rings = self.ring_layers.cursors, self.ring_layers.layers
         self.tracker = SlotTracker(cfg)
         self._kind: str | None = None  # what the layers of the latest step ran (used with validation off)
 
@@ -213,8 +205,13 @@ class GDNStatePool:
         kind = self._kind
         if self.cfg.validate:
             kind = self.tracker.check_commit(ids, num_accepted).kind
-        if self.cfg.backend == "replay":
+        cfg = self.cfg
+        replay = cfg.backend == "replay"
+        ahead = replay and fold_ahead_pays(slots.shape[0], cfg.HV, cfg.window, cfg.ring_len, self.device)
+        if replay:
             ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
+            if ahead:  # a small batch folds the rows that will flush now, every layer at once (ops/fold_ahead.py)
+                gdn_fold_ahead(self.checkpoint, self.ring_layers, slots, validate=False, impl=self.cfg.impl)
         elif kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
             commit_snapshots(self.checkpoint, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
         conv_commit(self.conv_state, self.conv_scratch, slots, num_accepted, impl=self.cfg.impl, validate=False)

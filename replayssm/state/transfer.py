@@ -105,7 +105,7 @@ def _gather(pool, slots: torch.Tensor, to: torch.device):
     idx = slots.long()
     ring = cursors = None
     if pool.cfg.backend == "replay":
-        ring = {n: getattr(pool, n)[:, idx].to(to, copy=True) for n in _RING}
+        ring = {n: getattr(pool.ring_layers, n.removeprefix("ring_"))[:, idx].to(to, copy=True) for n in _RING}
         cursors = {n: getattr(pool.cursors, n)[idx].to(to, copy=True) for n in _CURSORS}
     return pool.checkpoint[:, idx].to(to, copy=True), pool.conv_state[:, idx].to(to, copy=True), ring, cursors
 
@@ -116,7 +116,7 @@ def _scatter(pool, slots: torch.Tensor, checkpoint, conv_state, ring, cursors) -
     pool.conv_state[:, idx] = conv_state.to(pool.device)
     if pool.cfg.backend == "replay":
         for n in _RING:
-            getattr(pool, n)[:, idx] = ring[n].to(pool.device)
+            getattr(pool.ring_layers, n.removeprefix("ring_"))[:, idx] = ring[n].to(pool.device)
         for n in _CURSORS:
             getattr(pool.cursors, n)[idx] = cursors[n].to(pool.device)
         pool.cursors.pending[idx] = 0

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from replayssm.ops import gdn_recurrent, gdn_recurrent_reference, gdn_replay_verify, gdn_replay_verify_reference
-from tests.helpers.chain import Chain, call
+from tests.helpers.chain import Chain, LayerChain, call
 from tests.helpers.gdn64 import rel_err, run64
 from tests.helpers.inputs import make_gdn_inputs, random_state
 
@@ -141,3 +141,26 @@ def test_thousand_step_chain_bitwise(geo):
         assert torch.equal(c.committed_replay(rows), c.state[rows]), f"step {step}"
     assert c.flushes > 200 and retries > 20 and reused == 20
     assert worst < OUT_BOUND and worst64 < OUT_BOUND, (worst, worst64)
+
+
+@pytest.mark.parametrize("T, L", [(4, 16), (1, 16)])
+def test_fold_ahead_chain_bitwise(T, L):
+    """300 steps of two real-shape layers at B=8 (one wave: where a commit folds ahead, ops/fold_ahead.py), a padding
+    row and a changing batch: after every commit the flushing rows fold in every layer at once, and the committed
+    state of every layer is torch.equal to the baseline's after every step; outputs within the bf16 bound."""
+    S, B = 12, 8
+    c = LayerChain(S, 2, H, HV, K, V, T=T, L=L, device="cuda", impl="triton", dtype=DT, seed=6, rng_device="cuda")
+    g = torch.Generator().manual_seed(6)
+    worst, ahead = 0.0, 0
+    for step in range(300):
+        rows = torch.randperm(S, generator=g)[:B].tolist()
+        rows[int(torch.randint(0, B, (1,), generator=g))] = -1
+        lens = torch.randint(1, T + 1, (B,), generator=g).tolist()
+        acc = [int(torch.randint(1, n + 1, (1,), generator=g)) for n in lens]
+        outs = c.step(rows, lens, acc, ahead=True)
+        assert int(c.rings.cursors.flush.sum()) == 0  # every flag folded ahead at its commit
+        ahead += int((c.rings.cursors.write_pos[[r for r in rows if r >= 0]] == 0).sum())
+        worst = max([worst] + [rel_err(o, o_base) for o_base, o in outs])
+        for layer in range(2):
+            assert torch.equal(c.committed(layer, list(range(S))), c.state[layer]), f"step {step} layer {layer}"
+    assert ahead > 40 and worst < OUT_BOUND, (ahead, worst)

@@ -2,7 +2,16 @@
 
 import torch
 
-from replayssm.ops import Ring, gdn_exact_fold, gdn_recurrent, gdn_replay_verify, ring_commit, ring_reset
+from replayssm.ops import (
+    Ring,
+    RingLayers,
+    gdn_exact_fold,
+    gdn_fold_ahead,
+    gdn_recurrent,
+    gdn_replay_verify,
+    ring_commit,
+    ring_reset,
+)
 
 from .inputs import make_gdn_inputs, random_state, slot_tensor
 
@@ -62,3 +71,47 @@ class Chain:
         self.state[slot] = fresh
         self.checkpoint[slot] = fresh
         ring_reset(self.ring, slot_tensor([slot], self.device), impl=self.impl)
+
+
+class LayerChain:
+    """Several layers' baseline states (with snapshots) and checkpoints + rings (``RingLayers``, one set of cursors),
+    fed the same random windows: what a multi-layer op (``gdn_fold_ahead``) needs around it."""
+
+    def __init__(self, S, NL, H, HV, K, V, *, T, L, device, impl, dtype=torch.float32, seed=0, rng_device="cpu"):
+        self.gen = torch.Generator(device=rng_device).manual_seed(seed)
+        self.dims, self.T, self.dtype, self.device, self.impl = (NL, H, HV, K, V), T, dtype, device, impl
+        self.state = torch.stack([random_state(S, HV, V, K, device=device, gen=self.gen) for _ in range(NL)])
+        self.checkpoint = self.state.clone()
+        self.rings = RingLayers.allocate(NL, S, H, HV, K, V, L=L, window=T, dtype=dtype, device=device)
+        self.params = [make_gdn_inputs([1], H, HV, K, V, device=device, gen=self.gen) for _ in range(NL)]
+
+    def step(self, slots, lens, accepted, ahead: bool):
+        """Verify every layer (both backends), commit ``accepted``, then fold ahead if asked; returns every layer's
+        (baseline, replay) outputs."""
+        NL, H, HV, K, V = self.dims
+        ids = slot_tensor(slots, self.device)
+        outs = []
+        for layer in range(NL):
+            x = make_gdn_inputs(lens, H, HV, K, V, dtype=self.dtype, device=self.device, gen=self.gen)
+            x["A_log"], x["dt_bias"] = self.params[layer]["A_log"], self.params[layer]["dt_bias"]
+            snaps = torch.full((len(lens), self.T, HV, V, K), float("nan"), device=self.device)
+            o_base = call(gdn_recurrent, x, state=self.state[layer], slots=ids, snapshots=snaps, update_state=False,
+                          impl=self.impl)  # fmt: skip
+            o = call(gdn_replay_verify, x, checkpoint=self.checkpoint[layer], ring=self.rings.layers[layer], slots=ids,
+                     impl=self.impl)  # fmt: skip
+            outs.append((o_base, o))
+            for i, s in enumerate(slots):
+                if s >= 0:
+                    self.state[layer, s] = snaps[i, accepted[i] - 1]
+        ring_commit(self.rings.cursors, ids, torch.tensor(accepted, dtype=torch.int32, device=self.device),
+                    impl=self.impl)  # fmt: skip
+        if ahead:
+            gdn_fold_ahead(self.checkpoint, self.rings, ids, impl=self.impl)
+        return outs
+
+    def committed(self, layer, slots):
+        """ReplaySSM committed state of ``slots`` in ``layer`` (the pending history folded on a copy)."""
+        NL, H, HV, K, V = self.dims
+        out = torch.full((len(slots), HV, V, K), float("nan"), device=self.device)
+        return gdn_exact_fold(self.checkpoint[layer], self.rings.layers[layer], slot_tensor(slots, self.device),
+                              out=out, impl=self.impl)  # fmt: skip

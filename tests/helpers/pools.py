@@ -78,9 +78,8 @@ def device_state(p, *, scratch: bool = False) -> list[torch.Tensor]:
     if scratch:
         parts += [p.conv_scratch] + ([p.snapshots] if p.snapshots is not None else [])
     if p.cfg.backend == "replay":
-        c = p.cursors
-        parts += [p.ring_k, p.ring_v, p.ring_g, p.ring_beta, p.ring_u, c.write_pos, c.base, c.flush, c.pending]
-        parts += [getattr(p, "ring_folded", torch.zeros(0)), getattr(c, "epoch", torch.zeros(0))]
+        c, r = p.cursors, p.ring_layers
+        parts += [r.k, r.v, r.g, r.beta, r.u, c.write_pos, c.base, c.flush, c.pending, r.folded, c.epoch]
     return [t.clone().nan_to_num() for t in parts]
 
 

@@ -169,6 +169,8 @@ class Soak:
         else:
             self._both(lambda p: p.commit(rows, self._slots(acc)))
             self.stats["decode_steps" if decode else "verify_steps"] += 1
+            # a commit that folds ahead (ops/fold_ahead.py) empties a flushing row's history: write_pos 0
+            self.stats["folds"] += int((self.pools["replay"].cursors.write_pos[live_rows] == 0).sum())
         self.stats["steps"] += 1
         self._check("after a step")
 

@@ -27,7 +27,7 @@ def _raw(pool):
     parts = [pool.checkpoint, pool.conv_state]
     if pool.cfg.backend == "replay":
         c = pool.cursors
-        parts += [pool.ring_k, pool.ring_u, c.write_pos, c.base, c.flush, c.pending]
+        parts += [pool.ring_layers.k, pool.ring_layers.u, c.write_pos, c.base, c.flush, c.pending]
     return [t.clone().nan_to_num() for t in parts]
 
 

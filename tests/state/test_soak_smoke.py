@@ -10,8 +10,12 @@ import torch
 from tests.helpers.soak import Soak, SoakConfig, config_from_env, run_logged
 
 
+@pytest.mark.parametrize("ahead", ["0", "1"], ids=["fold-in-verify", "fold-ahead"])
 @pytest.mark.parametrize("validate", [True, False])
-def test_soak_driver_runs_every_event_on_cpu(validate):
+def test_soak_driver_runs_every_event_on_cpu(validate, ahead, monkeypatch):
+    """Also with every commit folding ahead (``REPLAYSSM_FOLD_AHEAD=1``, ops/fold_ahead.py): the flushing rows then
+    fold in the commit, and every churn event and failure meets rows folded that way."""
+    monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", ahead)
     events = dict(p_finish=0.15, p_preempt=0.12, p_fork=0.12, p_flush=0.12, p_abort=0.12, p_fail=0.12, p_decode=0.15)
     cfg = SoakConfig(steps=60, H=1, HV=2, K=16, V=16, window=3, num_layers=2, num_slots=6, batch=4,
                      dtype=torch.float32, device="cpu", seed=3, log_every=30, validate=validate, **events)  # fmt: skip

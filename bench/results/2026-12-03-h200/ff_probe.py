@@ -1,12 +1,9 @@
-"""A/B probe of the verify's fold launch (ops/verify_fold.py) in one device call: the tree at $TREE (default: this
-one) is imported, its ReplaySSM step gated bitwise against its recurrent baseline, then timed (random / pure
-non-flush / pure flush) at each point of $POINTS, once per fold-launch shape of $FOLD_SHAPES ([warps, rows per
-thread, rows per program], this tree only); the outputs and checkpoints of a fixed 12-step trace are saved
-(--save) or compared with a saved trace (--compare).
-
-    TREE=.base python ff_probe.py base --save /tmp/base.pt
-    python ff_probe.py new --compare /tmp/base.pt
-"""
+"""A/B probe of a small batch's fold (run 1: ops/verify_fold.py, a launch of its own before the main kernel; run
+2: ops/fold_ahead.py, every layer's flushing rows folded at the commit) in one device call: the tree at $TREE
+(default: this one) is imported, its ReplaySSM step gated bitwise against its recurrent baseline, then timed (random
+/ pure non-flush / pure flush) at each point of $POINTS, once per launch shape of $FOLD_SHAPES ([warps, rows per
+thread, rows per program] of the launch $FOLD_KERNEL names, default verify_fold; this tree only); the outputs and
+committed states of a fixed 12-step trace are saved (--save) or compared with a saved trace (--compare)."""
 
 import argparse
 import contextlib
@@ -37,15 +34,17 @@ def trace(case, steps=12):
     for _ in range(steps):
         step()
         outs.append(step.outputs.clone())
-    torch.cuda.synchronize()
-    return {"outs": torch.stack(outs).cpu(), "ckpt": step.checkpoint.cpu()}
+    torch.cuda.synchronize()  # committed states, not checkpoints: a fold ahead moves when a checkpoint advances
+    committed = torch.stack([step.committed(layer) for layer in range(case.layers)])
+    return {"outs": torch.stack(outs).cpu(), "ckpt": committed.cpu()}
 
 
 def shape_ctx(shape):
     if shape is None:
         return contextlib.nullcontext()
     w, rpt, rows = shape
-    return launch.override(verify_fold=launch.TileConfig(num_warps=w, rows_per_thread=rpt, rows_per_program=rows))
+    cfg = launch.TileConfig(num_warps=w, rows_per_thread=rpt, rows_per_program=rows)
+    return launch.override(**{os.environ.get("FOLD_KERNEL", "verify_fold"): cfg})
 
 
 def main():

@@ -1,0 +1,172 @@
+"""Fold ahead: after a small batch's commit, fold every layer of the rows that will flush at their next verify.
+
+The ring protocol folds a row's history when its ring says ``flush``, inside the next verify, where the fold reads
+the checkpoint the verify streams anyway (``verify_kernel``). At a batch that fits in one wave of main-kernel programs
+(B=8 at the 122B geometry) that fold is the step's critical path: one program per head folds its 128 rows as two
+blocks, a serial chain of ``2 x records`` pinned updates per layer, while most of the GPU has nothing left to do.
+``gdn_fold_ahead`` instead folds those rows right after ``ring_commit`` flags them, in one launch for every layer,
+four programs per head and layer (``launch.resolve("fold_ahead")``): the fold becomes throughput-bound work spread
+over the whole GPU, and the next verify streams those rows with an empty history, like any other.
+
+The effect is ``GDNStatePool.flush`` of the flushing rows: in every layer the history is replayed through the pinned
+``_update`` (``verify_kernel._fold_head``: the same code on the same records as the verify's own fold, so the
+checkpoints are bitwise the same), blocks already marked with the slot's epoch are not folded twice, and the cursors
+then move as ``ring_mark_folded`` moves them (``base += write_pos``, the rest 0, ``epoch`` advanced). The committed
+state does not change; only when the fold's arithmetic runs does. ``fold_ahead_pays`` says where it is used.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
+
+from . import launch
+from ._common import use_triton
+from ._gluon import gl, jit
+from ._pinned import MARK
+from ._validate import check_slots, check_state, check_tensor, values_checkable
+from .cursors import _ring_mark_folded_kernel, ring_mark_folded_reference
+from .fold import fold_slot_reference, folded_this_epoch, history_positions
+from .ring import RingLayers
+from .verify_kernel import _fold_head
+
+
+@jit
+def _fold_ahead_kernel(
+    slots, write_pos, base, flush, epoch, checkpoint, ring_k, ring_v, ring_g, ring_beta, ring_folded, NL, S,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr,
+    BVP: tl.constexpr, TILE: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr,
+    SMEM: tl.constexpr, ROWS1: tl.constexpr,
+):  # fmt: skip
+    i_p = gl.program_id(0)  # which BVP rows of the head
+    i_hv = gl.program_id(1)
+    i_b = gl.program_id(2)
+    ks = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a layer's records: keys, values, gates, betas
+    vs = gl.allocate_shared_memory(ring_v.dtype.element_ty, [L, BVP], SMEM)
+    gs = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
+    bs_ = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
+    slot = gl.load(slots + i_b)
+    if slot >= 0:
+        fl = gl.load(flush + slot)
+        wp = gl.load(write_pos + slot)
+        start = gl.load(base + slot)
+        ep = gl.load(epoch + slot)
+        if fl != 0:
+            i_h = i_hv // (HV // H)
+            for layer in range(NL):
+                ls = slot.to(gl.int64) + layer * S  # (layer, slot): the first index of every buffer
+                _fold_head(checkpoint + (ls * HV + i_hv) * V * K, ring_k + (ls * H + i_h) * L * K,
+                           ring_v + (ls * HV + i_hv) * L * V, ring_g + (ls * HV + i_hv) * L,
+                           ring_beta + (ls * HV + i_hv) * L, ring_folded + (ls * HV + i_hv) * (V // MARK), ep, wp,
+                           start, i_p * BVP, ks, vs, gs, bs_, ks, BVP, BV, K, V, L, TILE, CP2, CPV, CPG, ROWS1, False,
+                           SMEM)  # fmt: skip
+                gl.thread_barrier()  # every thread is done with this layer's records: the buffers take the next
+
+
+@functools.cache
+def _layouts(W: int, BVP: int):
+    """Copy layouts of the [L, K] keys, the [L, BVP] 16-bit values and the [L, 1] gates (16-byte vectors)."""
+    lv = max(1, min(16, BVP // 8))
+    return (
+        gl.BlockedLayout([1, 4], [1, 32], [W, 1], [1, 0]),
+        gl.BlockedLayout([1, 8], [32 // lv, lv], [W, 1], [1, 0]),
+        gl.BlockedLayout([1, 1], [32, 1], [W, 1], [1, 0]),
+    )
+
+
+_SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+_ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])
+
+
+def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.device) -> bool:
+    """Whether a commit of ``batch`` rows should fold ahead (``gdn_fold_ahead``): where the next verify runs in one
+    wave of main-kernel programs (fewer than ``verify.ONE_LAUNCH_PER_SM`` per SM) over windows of at most 4 tokens and
+    at most ``verify.ONE_LAUNCH_HISTORY`` history dots (``L x 2T``), i.e. where it runs in one launch and its folding
+    programs are its critical path. A batch that fills the GPU keeps the fold inside the verify, which then reads the
+    checkpoint once for both; so do long windows, which fold often (at T=8, L=16 every step): folding ahead would add
+    a read of most checkpoints. Never on the CPU, where the ops run as PyTorch references and nothing waits on a
+    wave. ``REPLAYSSM_FOLD_AHEAD=0`` / ``=1`` forces either way (benchmarks, tests)."""
+    from .verify import ONE_LAUNCH_HISTORY, ONE_LAUNCH_PER_SM
+
+    env = os.environ.get("REPLAYSSM_FOLD_AHEAD", "")
+    if env not in ("", "0", "1"):
+        raise ValueError(f"REPLAYSSM_FOLD_AHEAD must be 0, 1 or unset, got {env!r}")
+    if env:
+        return env == "1"
+    BT = 1 << max(0, window - 1).bit_length()  # the verify's padded window
+    if device.type != "cuda" or BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
+        return False
+    return batch * HV < ONE_LAUNCH_PER_SM * launch.sm_count(device)
+
+
+def gdn_fold_ahead_reference(checkpoint, rings, slots):
+    """PyTorch reference of ``gdn_fold_ahead`` (same signature and effects)."""
+    c = rings.cursors
+    rows = [s for s in slots.tolist() if s >= 0 and int(c.flush[s])]
+    for s in rows:
+        for layer, ring in enumerate(rings.layers):
+            if not folded_this_epoch(ring, s):
+                checkpoint[layer, s] = fold_slot_reference(checkpoint[layer, s], ring, s, history_positions(ring, s))
+                ring.folded[s] = c.epoch[s]
+    ring_mark_folded_reference(c, torch.tensor(rows, dtype=torch.int32))
+    return checkpoint
+
+
+def _check(checkpoint, rings, slots, validate):
+    if not isinstance(rings, RingLayers):
+        raise TypeError(f"rings must be RingLayers (every layer's ring), got {type(rings).__name__}")
+    if not isinstance(checkpoint, torch.Tensor) or checkpoint.dim() != 5:
+        raise ValueError(f"checkpoint must be [layers, S, HV, V, K], got {getattr(checkpoint, 'shape', checkpoint)!r}")
+    NL, H, HV, K, V = rings.num_layers, rings.k.shape[2], rings.v.shape[2], rings.k.shape[4], rings.v.shape[4]
+    if checkpoint.shape[0] != NL:
+        raise ValueError(f"checkpoint has {checkpoint.shape[0]} layers, rings have {NL}")
+    S = check_state("checkpoint[0]", checkpoint[0], HV, V, K, rings.k.device)
+    if S != rings.num_slots or not checkpoint.is_contiguous():
+        raise ValueError(f"checkpoint must be a contiguous [{NL}, {rings.num_slots}, {HV}, {V}, {K}] tensor, got "
+                         f"{tuple(checkpoint.shape)}")  # fmt: skip
+    check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
+    if validate and values_checkable(slots):
+        ids = check_slots("slots", slots, S)
+        pending = rings.cursors.pending.cpu().tolist()
+        busy = [s for s in ids if s >= 0 and pending[s]]
+        if busy:
+            raise ValueError(f"slots {busy} have a verified window not committed yet: fold ahead after ring_commit")
+    return NL, S, H, HV, K, V
+
+
+def gdn_fold_ahead(
+    checkpoint: torch.Tensor,
+    rings: RingLayers,
+    slots: torch.Tensor,
+    *,
+    validate: bool = True,
+    impl: str = "auto",
+) -> torch.Tensor:
+    """Fold, in every layer, the history of the rows of ``slots`` whose ring flags a fold at their next verify, and
+    empty it: their next verify streams them like any other row. Call between steps, after ``ring_commit``.
+
+    checkpoint: [layers, S, HV, V, K] fp32 (every layer's); rings: every layer's ring (``RingLayers``); slots: [B]
+    int32, -1 = padding. Mutates, for each row whose ``flush`` cursor is set: ``checkpoint[:, slot]`` and the fold
+    markers (blocks already marked with the slot's epoch are not folded again), then the cursors as
+    ``ring_mark_folded`` moves them. Rows that do not flush are not touched. The committed state is unchanged
+    (bitwise: the pinned update on the ring's records, as the verify's fold). With ``validate=True`` (skipped under
+    graph capture) checks slot ids and that no row has a verified window pending; nothing is written when a check
+    fails. Returns ``checkpoint``."""
+    NL, S, H, HV, K, V = _check(checkpoint, rings, slots, validate)
+    if not use_triton(impl, checkpoint):
+        return gdn_fold_ahead_reference(checkpoint, rings, slots)
+    B = slots.shape[0]
+    if B:
+        ln = launch.resolve("fold_ahead", V, B * HV, checkpoint.device)
+        c = rings.cursors
+        _fold_ahead_kernel[(ln.programs_per_head, HV, B)](
+            slots, c.write_pos, c.base, c.flush, c.epoch, checkpoint, rings.k, rings.v, rings.g, rings.beta,
+            rings.folded, NL, S, H, HV, K, V, rings.L, ln.rows, ln.rows_per_program, ln.layout,
+            *_layouts(ln.num_warps, ln.rows_per_program), _SMEM, _ROWS1, num_warps=ln.num_warps,
+        )  # fmt: skip
+        _ring_mark_folded_kernel[(B,)](slots, c.write_pos, c.base, c.flush, c.pending, c.epoch, L=c.L, RESET=False,
+                                       FLUSHING=True, num_warps=1)  # fmt: skip
+    return checkpoint
