@@ -25,13 +25,72 @@ import triton.language as tl  # noqa: F401  (the interpreter looks for it in a k
 
 from . import launch
 from ._common import use_triton
-from ._gluon import gl, jit
+from ._gluon import async_copy, gl, jit
 from ._pinned import MARK
 from ._validate import check_slots, check_state, check_tensor, values_checkable
 from .cursors import _ring_mark_folded_kernel, ring_mark_folded_reference
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import RingLayers
-from .verify_kernel import _fold_head
+from .verify_kernel import _fold_staged
+
+
+@jit
+def _issue_layer(ckpt, rk, rv, rg, rb, live, n, start, r0, ks, vs, gs, bs_, hs, K: tl.constexpr, V: tl.constexpr,
+                 L: tl.constexpr, BVP: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr,
+                 CPG: tl.constexpr):  # fmt: skip
+    """One copy group of a layer's fold: its ``n`` records (keys, this program's values, gates and betas, in logical
+    order) and its ``BVP`` state rows from ``r0``, into shared memory. Nothing is copied unless ``live``."""
+    jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
+    kc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
+    async_copy.async_copy_global_to_shared(ks, rk + ((start + jk) & (L - 1)) * K + kc, mask=(jk < n) & live)
+    jv = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)
+    rc = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0)
+    async_copy.async_copy_global_to_shared(vs, rv + ((start + jv) & (L - 1)) * V + r0 + rc, mask=(jv < n) & live)
+    jg = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPG)), 1)
+    pg = (start + jg) & (L - 1)
+    async_copy.async_copy_global_to_shared(gs, rg + pg, mask=(jg < n) & live)
+    async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=(jg < n) & live)
+    br = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(1, CP2)), 1)
+    async_copy.async_copy_global_to_shared(hs, ckpt + (r0 + br) * K + kc, mask=(br < BVP) & live)
+    async_copy.commit_group()
+
+
+@jit
+def _fold_layer(layer, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoint, ring_k, ring_v, ring_g, ring_beta,
+                ring_folded, ks, vs, gs, bs_, hs, ks_n, vs_n, gs_n, bs_n, hs_n, H: tl.constexpr, HV: tl.constexpr,
+                K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr, BVP: tl.constexpr,
+                TILE: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr,
+                ROWS1: tl.constexpr):  # fmt: skip
+    """Fold ``layer`` from the buffers its copy group filled (``ks .. hs``; ``todo``: its markers were not this
+    epoch's), after issuing the next layer's group into the other buffers (``ks_n .. hs_n``), so that the next
+    layer's records and state arrive while this one folds. Returns the next layer's ``todo``."""
+    nxt = layer + 1
+    ln = slot.to(gl.int64) + gl.minimum(nxt, NL - 1) * S  # (layer, slot) of the next layer (this one's, if none)
+    _issue_layer(checkpoint + (ln * HV + i_hv) * V * K, ring_k + (ln * H + i_h) * L * K,
+                 ring_v + (ln * HV + i_hv) * L * V, ring_g + (ln * HV + i_hv) * L, ring_beta + (ln * HV + i_hv) * L,
+                 nxt < NL, n, start, r0, ks_n, vs_n, gs_n, bs_n, hs_n, K, V, L, BVP, CP2, CPV, CPG)  # fmt: skip
+    todo_n = (gl.load(ring_folded + (ln * HV + i_hv) * (V // MARK) + r0 // MARK) != ep) & (nxt < NL)
+    async_copy.wait_group(1)  # this layer's group has landed (the next one's may still be in flight)
+    gl.thread_barrier()  # ... for every thread; and every thread has read this layer's marker
+    if todo:
+        ls = slot.to(gl.int64) + layer * S
+        ckpt = checkpoint + (ls * HV + i_hv) * V * K
+        marks = ring_folded + (ls * HV + i_hv) * (V // MARK)
+        ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
+        vs_rows = vs._reinterpret(ring_v.dtype.element_ty, [L, BVP], ROWS1)
+        gs_rows = gs._reinterpret(gl.float32, [L, 1], ROWS1)
+        bs_rows = bs_._reinterpret(gl.float32, [L, 1], ROWS1)
+        rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
+        cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
+        m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
+        for blk in gl.static_range(BVP // BV):
+            h = hs.slice(blk * BV, BV, dim=0).load(TILE)
+            h = _fold_staged(h, ks_rows, vs_rows, gs_rows, bs_rows, n, blk * BV, BV, TILE)
+            gl.store(ckpt + gl.expand_dims(rows0 + blk * BV, 1) * K + cols, h)
+            gl.store(marks + (r0 + blk * BV) // MARK + m, gl.full([BV // MARK], 0, gl.int32,
+                                                                   layout=gl.SliceLayout(1, TILE)) + ep)  # fmt: skip
+    gl.thread_barrier()  # every thread is done with these buffers: the layer after next may take them
+    return todo_n
 
 
 @jit
@@ -39,31 +98,45 @@ def _fold_ahead_kernel(
     slots, write_pos, base, flush, epoch, checkpoint, ring_k, ring_v, ring_g, ring_beta, ring_folded, NL, S,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr,
     BVP: tl.constexpr, TILE: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr,
-    SMEM: tl.constexpr, ROWS1: tl.constexpr,
+    SMEM: tl.constexpr, ROWS1: tl.constexpr, SMEM_H: tl.constexpr,
 ):  # fmt: skip
-    i_p = gl.program_id(0)  # which BVP rows of the head
+    i_b = gl.program_id(0)  # requests vary fastest: every wave of programs holds some of each
     i_hv = gl.program_id(1)
-    i_b = gl.program_id(2)
-    ks = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a layer's records: keys, values, gates, betas
+    i_p = gl.program_id(2)  # which BVP rows of the head
+    # two sets of buffers: a layer's records and state rows land in one while the layer before folds from the other
+    ks = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)
     vs = gl.allocate_shared_memory(ring_v.dtype.element_ty, [L, BVP], SMEM)
     gs = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
     bs_ = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
+    hs = gl.allocate_shared_memory(gl.float32, [BVP, K], SMEM_H)
+    ks2 = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)
+    vs2 = gl.allocate_shared_memory(ring_v.dtype.element_ty, [L, BVP], SMEM)
+    gs2 = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
+    bs2 = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
+    hs2 = gl.allocate_shared_memory(gl.float32, [BVP, K], SMEM_H)
     slot = gl.load(slots + i_b)
     if slot >= 0:
         fl = gl.load(flush + slot)
-        wp = gl.load(write_pos + slot)
+        n = gl.load(write_pos + slot)
         start = gl.load(base + slot)
         ep = gl.load(epoch + slot)
         if fl != 0:
             i_h = i_hv // (HV // H)
-            for layer in range(NL):
-                ls = slot.to(gl.int64) + layer * S  # (layer, slot): the first index of every buffer
-                _fold_head(checkpoint + (ls * HV + i_hv) * V * K, ring_k + (ls * H + i_h) * L * K,
-                           ring_v + (ls * HV + i_hv) * L * V, ring_g + (ls * HV + i_hv) * L,
-                           ring_beta + (ls * HV + i_hv) * L, ring_folded + (ls * HV + i_hv) * (V // MARK), ep, wp,
-                           start, i_p * BVP, ks, vs, gs, bs_, ks, BVP, BV, K, V, L, TILE, CP2, CPV, CPG, ROWS1, False,
-                           SMEM)  # fmt: skip
-                gl.thread_barrier()  # every thread is done with this layer's records: the buffers take the next
+            r0 = i_p * BVP
+            l0 = slot.to(gl.int64)
+            _issue_layer(checkpoint + (l0 * HV + i_hv) * V * K, ring_k + (l0 * H + i_h) * L * K,
+                         ring_v + (l0 * HV + i_hv) * L * V, ring_g + (l0 * HV + i_hv) * L,
+                         ring_beta + (l0 * HV + i_hv) * L, NL > 0, n, start, r0, ks, vs, gs, bs_, hs, K, V, L, BVP,
+                         CP2, CPV, CPG)  # fmt: skip
+            todo = gl.load(ring_folded + (l0 * HV + i_hv) * (V // MARK) + r0 // MARK) != ep
+            for lp in range(0, NL, 2):  # two layers per turn, so each set of buffers has a fixed role
+                todo = _fold_layer(lp, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoint, ring_k, ring_v,
+                                   ring_g, ring_beta, ring_folded, ks, vs, gs, bs_, hs, ks2, vs2, gs2, bs2, hs2, H, HV,
+                                   K, V, L, BV, BVP, TILE, CP2, CPV, CPG, ROWS1)  # fmt: skip
+                if lp + 1 < NL:
+                    todo = _fold_layer(lp + 1, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoint, ring_k,
+                                       ring_v, ring_g, ring_beta, ring_folded, ks2, vs2, gs2, bs2, hs2, ks, vs, gs,
+                                       bs_, hs, H, HV, K, V, L, BV, BVP, TILE, CP2, CPV, CPG, ROWS1)  # fmt: skip
 
 
 @functools.cache
@@ -78,7 +151,8 @@ def _layouts(W: int, BVP: int):
 
 
 _SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-_ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])
+_ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the same bytes, indexable row by row
+_SMEM_H = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # state rows read on the pinned tile: 16-byte vectors XOR row
 
 
 def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.device) -> bool:
@@ -162,10 +236,10 @@ def gdn_fold_ahead(
     if B:
         ln = launch.resolve("fold_ahead", V, B * HV, checkpoint.device)
         c = rings.cursors
-        _fold_ahead_kernel[(ln.programs_per_head, HV, B)](
+        _fold_ahead_kernel[(B, HV, ln.programs_per_head)](
             slots, c.write_pos, c.base, c.flush, c.epoch, checkpoint, rings.k, rings.v, rings.g, rings.beta,
             rings.folded, NL, S, H, HV, K, V, rings.L, ln.rows, ln.rows_per_program, ln.layout,
-            *_layouts(ln.num_warps, ln.rows_per_program), _SMEM, _ROWS1, num_warps=ln.num_warps,
+            *_layouts(ln.num_warps, ln.rows_per_program), _SMEM, _ROWS1, _SMEM_H, num_warps=ln.num_warps,
         )  # fmt: skip
         _ring_mark_folded_kernel[(B,)](slots, c.write_pos, c.base, c.flush, c.pending, c.epoch, L=c.L, RESET=False,
                                        FLUSHING=True, num_warps=1)  # fmt: skip
