@@ -98,11 +98,16 @@ def _fold_ahead_kernel(
     slots, write_pos, base, flush, epoch, checkpoint, ring_k, ring_v, ring_g, ring_beta, ring_folded, NL, S,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr,
     BVP: tl.constexpr, TILE: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr,
-    SMEM: tl.constexpr, ROWS1: tl.constexpr, SMEM_H: tl.constexpr,
+    SMEM: tl.constexpr, ROWS1: tl.constexpr, SMEM_H: tl.constexpr, REQUESTS_FASTEST: tl.constexpr,
 ):  # fmt: skip
-    i_b = gl.program_id(0)  # requests vary fastest: every wave of programs holds some of each
-    i_hv = gl.program_id(1)
-    i_p = gl.program_id(2)  # which BVP rows of the head
+    if REQUESTS_FASTEST:  # every wave of programs holds some of each request
+        i_b = gl.program_id(0)
+        i_hv = gl.program_id(1)
+        i_p = gl.program_id(2)  # which BVP rows of the head
+    else:  # a request's programs one after the other
+        i_p = gl.program_id(0)
+        i_hv = gl.program_id(1)
+        i_b = gl.program_id(2)
     # two sets of buffers: a layer's records and state rows land in one while the layer before folds from the other
     ks = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)
     vs = gl.allocate_shared_memory(ring_v.dtype.element_ty, [L, BVP], SMEM)
@@ -153,16 +158,19 @@ def _layouts(W: int, BVP: int):
 _SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 _ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the same bytes, indexable row by row
 _SMEM_H = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # state rows read on the pinned tile: 16-byte vectors XOR row
+REQUESTS_FASTEST = True  # the grid's order: requests vary fastest (False: a request's programs are consecutive)
 
 
 def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.device) -> bool:
     """Whether a commit of ``batch`` rows should fold ahead (``gdn_fold_ahead``): where the next verify runs in one
-    wave of main-kernel programs (fewer than ``verify.ONE_LAUNCH_PER_SM`` per SM) over windows of at most 4 tokens and
+    wave of main-kernel programs (fewer than ``verify.ONE_LAUNCH_PER_SM`` per SM) over windows of 2 to 4 tokens with
     at most ``verify.ONE_LAUNCH_HISTORY`` history dots (``L x 2T``), i.e. where it runs in one launch and its folding
-    programs are its critical path. A batch that fills the GPU keeps the fold inside the verify, which then reads the
-    checkpoint once for both; so do long windows, which fold often (at T=8, L=16 every step): folding ahead would add
-    a read of most checkpoints. Never on the CPU, where the ops run as PyTorch references and nothing waits on a
-    wave. ``REPLAYSSM_FOLD_AHEAD=0`` / ``=1`` forces either way (benchmarks, tests)."""
+    programs are its critical path. Not for plain decode (T=1): every row accepts one token a step, so the rows fold
+    together and the fold is throughput-bound inside the verify too (H200, B=8: 15.0 us a step there, 15.8 ahead). A
+    batch that fills the GPU keeps the fold inside the verify, which then reads the checkpoint once for both; so do
+    long windows, which fold often (at T=8, L=16 every step): folding ahead would add a read of most checkpoints.
+    Never on the CPU, where the ops run as PyTorch references and nothing waits on a wave. ``REPLAYSSM_FOLD_AHEAD=0``
+    / ``=1`` forces either way (benchmarks, tests)."""
     from .verify import ONE_LAUNCH_HISTORY, ONE_LAUNCH_PER_SM
 
     env = os.environ.get("REPLAYSSM_FOLD_AHEAD", "")
@@ -171,7 +179,7 @@ def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.devi
     if env:
         return env == "1"
     BT = 1 << max(0, window - 1).bit_length()  # the verify's padded window
-    if device.type != "cuda" or BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
+    if device.type != "cuda" or window < 2 or BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
         return False
     return batch * HV < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
@@ -236,10 +244,12 @@ def gdn_fold_ahead(
     if B:
         ln = launch.resolve("fold_ahead", V, B * HV, checkpoint.device)
         c = rings.cursors
-        _fold_ahead_kernel[(B, HV, ln.programs_per_head)](
+        grid = (B, HV, ln.programs_per_head) if REQUESTS_FASTEST else (ln.programs_per_head, HV, B)
+        _fold_ahead_kernel[grid](
             slots, c.write_pos, c.base, c.flush, c.epoch, checkpoint, rings.k, rings.v, rings.g, rings.beta,
             rings.folded, NL, S, H, HV, K, V, rings.L, ln.rows, ln.rows_per_program, ln.layout,
-            *_layouts(ln.num_warps, ln.rows_per_program), _SMEM, _ROWS1, _SMEM_H, num_warps=ln.num_warps,
+            *_layouts(ln.num_warps, ln.rows_per_program), _SMEM, _ROWS1, _SMEM_H, REQUESTS_FASTEST,
+            num_warps=ln.num_warps,
         )  # fmt: skip
         _ring_mark_folded_kernel[(B,)](slots, c.write_pos, c.base, c.flush, c.pending, c.epoch, L=c.L, RESET=False,
                                        FLUSHING=True, num_warps=1)  # fmt: skip

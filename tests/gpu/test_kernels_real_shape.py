@@ -143,7 +143,7 @@ def test_thousand_step_chain_bitwise(geo):
     assert worst < OUT_BOUND and worst64 < OUT_BOUND, (worst, worst64)
 
 
-@pytest.mark.parametrize("T, L", [(4, 16), (1, 16)])
+@pytest.mark.parametrize("T, L", [(4, 16), (2, 8), (1, 16)])
 def test_fold_ahead_chain_bitwise(T, L):
     """300 steps of two real-shape layers at B=8 (one wave: where a commit folds ahead, ops/fold_ahead.py), a padding
     row and a changing batch: after every commit the flushing rows fold in every layer at once, and the committed

@@ -137,10 +137,10 @@ def test_fold_ahead_pays_at_one_wave_of_short_windows(monkeypatch):
     assert not fold_ahead_pays(1, 2, 2, 8, torch.device("cpu"))  # never by itself on the CPU
     dev = torch.device("cuda")  # (only its type is read: no GPU needed)
     monkeypatch.setattr(launch, "sm_count", lambda device: 132)
-    assert (
-        fold_ahead_pays(8, 64, 4, 16, dev) and fold_ahead_pays(8, 64, 1, 32, dev) and fold_ahead_pays(8, 64, 2, 32, dev)
-    )
-    assert not fold_ahead_pays(9, 64, 4, 16, dev) and not fold_ahead_pays(256, 64, 1, 16, dev)  # a fuller GPU
+    assert fold_ahead_pays(8, 64, 4, 16, dev) and fold_ahead_pays(8, 64, 2, 32, dev)
+    assert fold_ahead_pays(8, 48, 3, 16, dev)  # the 27B geometry's 48 value heads, a 3-token window
+    assert not fold_ahead_pays(8, 64, 1, 16, dev)  # plain decode: every row folds in the same step
+    assert not fold_ahead_pays(9, 64, 4, 16, dev) and not fold_ahead_pays(256, 64, 2, 16, dev)  # a fuller GPU
     assert not fold_ahead_pays(8, 64, 8, 16, dev)  # long windows fold nearly every step
     assert not fold_ahead_pays(8, 64, 4, 32, dev)  # 256 history dots: the verify is staged there
     monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "1")
