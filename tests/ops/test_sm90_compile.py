@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
-    "T, one, B", [(1, "1", 256), (2, "0", 256), (4, "0", 256), (4, "1", 256), (8, "0", 256), (1, "1", 1), (4, "1", 4)]
+    "T, one, B",
+    [(1, "1", 256), (2, "0", 256), (4, "0", 256), (4, "1", 256), (8, "0", 256), (1, "1", 1), (4, "1", 4), (4, "1", 8)],
 )
 def test_the_verify_compiles_for_sm90_without_spills(T, one, B):
     """Both ways of the verify (ops/verify.py, ``one_launch``): staged (the prep launch, then the main kernel) and
