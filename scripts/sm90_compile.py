@@ -142,10 +142,11 @@ def main(argv=None):
     p.add_argument("--B", type=int, default=256)
     p.add_argument("--sass", default=None, help="folder to write <kernel>.sass into")
     p.add_argument("--fold-ahead", action="store_true", help="also compile gdn_fold_ahead's kernel")
+    p.add_argument("--layers", type=int, default=8, help="layers of the fold-ahead compile")
     args = p.parse_args(argv)
     compile_verify(args.T, args.L, args.B)
     if args.fold_ahead:
-        compile_fold_ahead(args.T, args.L, args.B)
+        compile_fold_ahead(args.T, args.L, args.B, layers=args.layers)
     for name, kern in COMPILED.items():
         u = _usage(kern)
         print(f"{name:10s} regs {u['registers']} stack {u['stack']} local {u['local']} shared {u['shared']}")

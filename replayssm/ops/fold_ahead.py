@@ -93,7 +93,7 @@ def _fold_layer(layer, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoin
     return todo_n
 
 
-@jit
+@jit(do_not_specialize=["NL", "S"])  # a one-layer kernel specialised on NL == 1 broke Triton 3.6's lowering (sm_90)
 def _fold_ahead_kernel(
     slots, write_pos, base, flush, epoch, checkpoint, ring_k, ring_v, ring_g, ring_beta, ring_folded, NL, S,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr,

@@ -91,6 +91,16 @@ def test_fold_ahead_matches_the_reference(device):
     assert rg.cursors.write_pos[[1, 3]].tolist() == [0, 0] and rg.cursors.flush.sum() == 0
 
 
+def test_one_layer_folds_ahead_bitwise(device):
+    """A pool of one GDN layer (the kernel's layer loop once): committed state torch.equal to the baseline's."""
+    c = LayerChain(2, 1, H, HV, K, V, T=2, L=4, device=device, impl="triton", seed=12)
+    for lens, acc in (([2, 1], [2, 1]), ([2, 2], [1, 2]), ([1, 2], [1, 1])):
+        c.step([1, 0], lens, acc, ahead=True)
+        assert int(c.rings.cursors.flush.sum()) == 0
+        assert torch.equal(c.committed(0, [0, 1]), c.state[0])
+    assert int(c.rings.cursors.epoch.min()) > 3  # three commits, and folds ahead that advanced the epochs again
+
+
 def test_fold_ahead_splits_heads_over_programs(device):
     """Programs of 8 rows (four per 32-row head) give bitwise the checkpoints of whole-head programs."""
     T, L, S = 2, 4, 2
