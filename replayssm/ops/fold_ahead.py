@@ -98,16 +98,13 @@ def _fold_ahead_kernel(
     slots, write_pos, base, flush, epoch, checkpoint, ring_k, ring_v, ring_g, ring_beta, ring_folded, NL, S,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr,
     BVP: tl.constexpr, TILE: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr,
-    SMEM: tl.constexpr, ROWS1: tl.constexpr, SMEM_H: tl.constexpr, REQUESTS_FASTEST: tl.constexpr,
+    SMEM: tl.constexpr, ROWS1: tl.constexpr, SMEM_H: tl.constexpr,
 ):  # fmt: skip
-    if REQUESTS_FASTEST:  # every wave of programs holds some of each request
-        i_b = gl.program_id(0)
-        i_hv = gl.program_id(1)
-        i_p = gl.program_id(2)  # which BVP rows of the head
-    else:  # a request's programs one after the other
-        i_p = gl.program_id(0)
-        i_hv = gl.program_id(1)
-        i_b = gl.program_id(2)
+    # requests vary fastest, so every wave of programs holds some of each (a request's programs one after the other
+    # measured the same on an H200: 23.0 vs 23.2 us at T=4, B=8)
+    i_b = gl.program_id(0)
+    i_hv = gl.program_id(1)
+    i_p = gl.program_id(2)  # which BVP rows of the head
     # two sets of buffers: a layer's records and state rows land in one while the layer before folds from the other
     ks = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)
     vs = gl.allocate_shared_memory(ring_v.dtype.element_ty, [L, BVP], SMEM)
@@ -158,7 +155,6 @@ def _layouts(W: int, BVP: int):
 _SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 _ROWS1 = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the same bytes, indexable row by row
 _SMEM_H = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # state rows read on the pinned tile: 16-byte vectors XOR row
-REQUESTS_FASTEST = True  # the grid's order: requests vary fastest (False: a request's programs are consecutive)
 
 
 def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.device) -> bool:
@@ -244,12 +240,10 @@ def gdn_fold_ahead(
     if B:
         ln = launch.resolve("fold_ahead", V, B * HV, checkpoint.device)
         c = rings.cursors
-        grid = (B, HV, ln.programs_per_head) if REQUESTS_FASTEST else (ln.programs_per_head, HV, B)
-        _fold_ahead_kernel[grid](
+        _fold_ahead_kernel[(B, HV, ln.programs_per_head)](
             slots, c.write_pos, c.base, c.flush, c.epoch, checkpoint, rings.k, rings.v, rings.g, rings.beta,
             rings.folded, NL, S, H, HV, K, V, rings.L, ln.rows, ln.rows_per_program, ln.layout,
-            *_layouts(ln.num_warps, ln.rows_per_program), _SMEM, _ROWS1, _SMEM_H, REQUESTS_FASTEST,
-            num_warps=ln.num_warps,
+            *_layouts(ln.num_warps, ln.rows_per_program), _SMEM, _ROWS1, _SMEM_H, num_warps=ln.num_warps,
         )  # fmt: skip
         _ring_mark_folded_kernel[(B,)](slots, c.write_pos, c.base, c.flush, c.pending, c.epoch, L=c.L, RESET=False,
                                        FLUSHING=True, num_warps=1)  # fmt: skip

@@ -24,7 +24,7 @@ from replayssm.bench.timing import GraphTimer  # noqa: E402
 from replayssm.ops import launch  # noqa: E402
 
 POINTS = [tuple(p) for p in json.loads(os.environ.get("POINTS", "[[4,16,8],[1,16,8]]"))]
-if os.environ.get("FOLD_ORDER") == "contiguous":  # run 4: a request's fold-ahead programs one after the other
+if os.environ.get("FOLD_ORDER") == "contiguous":  # run 4 (a1b4645): a request's fold-ahead programs consecutive
     import replayssm.ops.fold_ahead as _fa  # noqa: E402
 
     _fa.REQUESTS_FASTEST = False
