@@ -4,12 +4,13 @@ The ring protocol folds a row's history when its ring says ``flush``, inside the
 the checkpoint the verify streams anyway (``verify_kernel``). At a batch that fits in one wave of main-kernel programs
 (B=8 at the 122B geometry) that fold is the step's critical path: one program per head folds its 128 rows as two
 blocks, a serial chain of ``2 x records`` pinned updates per layer, while most of the GPU has nothing left to do.
-``gdn_fold_ahead`` instead folds those rows right after ``ring_commit`` flags them, in one launch for every layer,
-four programs per head and layer (``launch.resolve("fold_ahead")``): the fold becomes throughput-bound work spread
-over the whole GPU, and the next verify streams those rows with an empty history, like any other.
+``gdn_fold_ahead`` instead folds those rows right after ``ring_commit`` flags them, in one launch for every layer:
+four programs per head (``launch.resolve("fold_ahead")``: 32 rows each), each walking the layers with the next layer's
+records and state rows copied in while one folds. The fold becomes throughput-bound work spread over the whole GPU,
+and the next verify streams those rows with an empty history, like any other.
 
 The effect is ``GDNStatePool.flush`` of the flushing rows: in every layer the history is replayed through the pinned
-``_update`` (``verify_kernel._fold_head``: the same code on the same records as the verify's own fold, so the
+``_update`` (``verify_kernel._fold_staged``: the same code on the same records as the verify's own fold, so the
 checkpoints are bitwise the same), blocks already marked with the slot's epoch are not folded twice, and the cursors
 then move as ``ring_mark_folded`` moves them (``base += write_pos``, the rest 0, ``epoch`` advanced). The committed
 state does not change; only when the fold's arithmetic runs does. ``fold_ahead_pays`` says where it is used.
@@ -202,8 +203,9 @@ def _check(checkpoint, rings, slots, validate):
     if checkpoint.shape[0] != NL:
         raise ValueError(f"checkpoint has {checkpoint.shape[0]} layers, rings have {NL}")
     S = check_state("checkpoint[0]", checkpoint[0], HV, V, K, rings.k.device)
-    if S != rings.num_slots or not checkpoint.is_contiguous():
-        raise ValueError(f"checkpoint must be a contiguous [{NL}, {rings.num_slots}, {HV}, {V}, {K}] tensor, got "
+    slots_held = rings.cursors.num_slots
+    if S != slots_held or not checkpoint.is_contiguous():
+        raise ValueError(f"checkpoint must be a contiguous [{NL}, {slots_held}, {HV}, {V}, {K}] tensor, got "
                          f"{tuple(checkpoint.shape)}")  # fmt: skip
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
     if validate and values_checkable(slots):
@@ -242,7 +244,7 @@ def gdn_fold_ahead(
         c = rings.cursors
         _fold_ahead_kernel[(B, HV, ln.programs_per_head)](
             slots, c.write_pos, c.base, c.flush, c.epoch, checkpoint, rings.k, rings.v, rings.g, rings.beta,
-            rings.folded, NL, S, H, HV, K, V, rings.L, ln.rows, ln.rows_per_program, ln.layout,
+            rings.folded, NL, S, H, HV, K, V, c.L, ln.rows, ln.rows_per_program, ln.layout,
             *_layouts(ln.num_warps, ln.rows_per_program), _SMEM, _ROWS1, _SMEM_H, num_warps=ln.num_warps,
         )  # fmt: skip
         _ring_mark_folded_kernel[(B,)](slots, c.write_pos, c.base, c.flush, c.pending, c.epoch, L=c.L, RESET=False,

@@ -273,18 +273,6 @@ class RingLayers:
     def num_layers(self) -> int:
         return self.k.shape[0]
 
-    @property
-    def L(self) -> int:
-        return self.cursors.L
-
-    @property
-    def window(self) -> int:
-        return self.cursors.window
-
-    @property
-    def num_slots(self) -> int:
-        return self.cursors.num_slots
-
     @classmethod
     def allocate(cls, num_layers: int, num_slots: int, H: int, HV: int, K: int, V: int, *, L: int, window: int,
                  dtype: torch.dtype = torch.bfloat16, u_dtype: torch.dtype | None = None, device=None,
