@@ -26,6 +26,9 @@ class OpenLoopReplayPool(GDNStatePool):
             raise ValueError("the open-loop fold is a variant of the replay backend")
         super().__init__(cfg)
 
+    def _folds_ahead(self, slots: torch.Tensor, kind: str | None) -> bool:
+        return False  # it folds the flagged rows itself, open-loop (below)
+
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
         super().commit(slots, num_accepted)
         due = [s for s in slots.tolist() if s >= 0 and int(self.cursors.flush[s])]

@@ -182,7 +182,9 @@ def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.devi
 
 
 def gdn_fold_ahead_reference(checkpoint, rings, slots):
-    """PyTorch reference of ``gdn_fold_ahead`` (same signature and effects)."""
+    """PyTorch reference of ``gdn_fold_ahead`` (same signature and effects; like ``gdn_exact_fold_reference`` it skips
+    a layer of a slot whose markers all say this epoch, where the kernel decides per program's rows: they differ only
+    on a layer a launch left half-folded)."""
     c = rings.cursors
     rows = [s for s in slots.tolist() if s >= 0 and int(c.flush[s])]
     for s in rows:

@@ -261,6 +261,9 @@ class RingLayers:
             t = getattr(self, name)
             if not isinstance(t, torch.Tensor) or t.dim() < 2:
                 raise TypeError(f"RingLayers.{name} must be a tensor with a leading layer dim, got {t!r:.60}")
+        for name in kinds:  # the kernels index a layer's slot as ``layer * S + slot``: one dense allocation
+            if not getattr(self, name).is_contiguous():
+                raise ValueError(f"RingLayers.{name} must be contiguous (every layer's ring in one allocation)")
         n = self.k.shape[0]
         if n < 1 or any(getattr(self, name).shape[0] != n for name in kinds):
             raise ValueError(f"RingLayers: every record kind needs the same number of layers >= 1, got "

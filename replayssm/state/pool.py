@@ -199,23 +199,32 @@ class GDNStatePool:
         padding included), after every layer ran ``conv_update`` and ``verify``/``decode``. Any other commit
         (another order, a subset, after a second batch started) is refused with ``SlotError`` before anything
         is written, as is a second batch while a step is in flight. With ``PoolConfig.validate`` off (CUDA
-        graphs) nothing is checked: the caller guarantees it."""
+        graphs) nothing is checked: the caller guarantees it. A replay pool may then fold ahead (``_folds_ahead``):
+        the rows the commit flags fold now, in every layer (checkpoints, fold markers and their cursors move; the
+        committed state does not)."""
         ids = self._ids(slots)
         check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=self.device)
         kind = self._kind
         if self.cfg.validate:
             kind = self.tracker.check_commit(ids, num_accepted).kind
-        cfg = self.cfg
-        replay = cfg.backend == "replay"
-        ahead = replay and fold_ahead_pays(slots.shape[0], cfg.HV, cfg.window, cfg.ring_len, self.device)
-        if replay:
+        ahead = self._folds_ahead(slots, kind)  # (before anything is written: it reads an environment switch)
+        if self.cfg.backend == "replay":
             ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
-            if ahead:  # a small batch folds the rows that will flush now, every layer at once (ops/fold_ahead.py)
-                gdn_fold_ahead(self.checkpoint, self.ring_layers, slots, validate=False, impl=self.cfg.impl)
         elif kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
             commit_snapshots(self.checkpoint, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
         conv_commit(self.conv_state, self.conv_scratch, slots, num_accepted, impl=self.cfg.impl, validate=False)
         self.tracker.end_step()
+        if ahead:  # last: the step is committed by now, and if this fails the rows keep their flush flags and
+            # their next verify folds them (a fold it began is marked: not folded twice)
+            gdn_fold_ahead(self.checkpoint, self.ring_layers, slots, validate=False, impl=self.cfg.impl)
+
+    def _folds_ahead(self, slots: torch.Tensor, kind: str | None) -> bool:
+        """Whether a commit folds the rows it flags right away (``ops.gdn_fold_ahead``), every layer at once: a replay
+        pool's verify step where ``ops.fold_ahead_pays`` (a small batch of 2-4-token windows on a GPU); a plain
+        decode step does not (its rows fold together, in the verify). The committed state is the same either way."""
+        cfg = self.cfg
+        return (cfg.backend == "replay" and kind == "verify"
+                and fold_ahead_pays(slots.shape[0], cfg.HV, cfg.window, cfg.ring_len, self.device))  # fmt: skip
 
     def abort(self, slots: torch.Tensor) -> list[int]:
         """Drop the step in flight over ``slots`` (the rows its calls named): nothing of it is committed, the

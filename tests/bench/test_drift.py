@@ -3,6 +3,8 @@
 import json
 import sys
 
+import pytest
+
 from replayssm.bench.drift import repetition
 from replayssm.cli import main
 from replayssm.cli.drift import _plot, _summary
@@ -16,7 +18,11 @@ def test_repetition():
     assert repetition([7] * 10, window=10) == 1 - 1 / 7
 
 
-def test_drift_command_tiny(tmp_path, capsys):
+@pytest.mark.parametrize("ahead", ["0", "1"], ids=["fold-in-verify", "fold-ahead"])
+def test_drift_command_tiny(ahead, tmp_path, capsys, monkeypatch):
+    """Also with every commit of the exact pool folding ahead (``REPLAYSSM_FOLD_AHEAD=1``): the open-loop pool still
+    folds open-loop (it never folds ahead), so its error is still measured."""
+    monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", ahead)
     build("qwen3_5_text", tmp_path / "model", seed=3)
     rc = main(["drift", "--model", str(tmp_path / "model"), "--tokens", "38", "--every", "8", "--prompts", "1",
                "--out", str(tmp_path), "--tag", "d", "--device", "cpu"])  # fmt: skip

@@ -41,8 +41,8 @@ def test_folding_ahead_keeps_the_committed_state_bitwise_the_baselines(T, L, dev
             accepted = [int(torch.randint(1, n + 1, (1,), generator=rng)) for n in lens]
             outs += [o for _, o in c.step(slots, lens, accepted, ahead)]
             assert not ahead or int(c.rings.cursors.flush.sum()) == 0  # every flag cleared by its fold
-            if ahead:
-                folded_ahead += int((c.rings.cursors.write_pos == 0).sum())
+            if ahead:  # a commit leaves write_pos >= 1 unless the row was folded ahead after it
+                folded_ahead += sum(int(c.rings.cursors.write_pos[s]) == 0 for s in slots if s >= 0)
             for layer in range(NL):
                 assert torch.equal(c.committed(layer, list(range(S))), c.state[layer]), (i, layer)
         runs[ahead] = (c, outs, folded_ahead)
@@ -123,23 +123,30 @@ def test_bad_calls_are_refused_before_anything_is_written(device):
     c = LayerChain(2, NL, H, HV, K, V, T=2, L=4, device=device, impl="triton", seed=2)
     c.step([0, 1], [2, 2], [2, 2], False)
     assert int(c.rings.cursors.flush.sum()) > 0
-    ck, cur = c.checkpoint.clone(), c.rings.cursors.clone()
     ids = slot_tensor([0, 1], device)
+
+    def unchanged(ck, cur, marks):
+        return (torch.equal(c.checkpoint, ck) and torch.equal(c.rings.folded, marks)
+                and all(torch.equal(getattr(c.rings.cursors, n), getattr(cur, n))
+                        for n in ("write_pos", "base", "flush", "pending", "epoch")))  # fmt: skip
+
+    before = (c.checkpoint.clone(), c.rings.cursors.clone(), c.rings.folded.clone())
     with pytest.raises(TypeError, match="RingLayers"):
         gdn_fold_ahead(c.checkpoint, c.rings.layers[0], ids)
     with pytest.raises(ValueError, match="layers"):
         gdn_fold_ahead(c.checkpoint[:1], c.rings, ids)
     with pytest.raises(ValueError, match="slots"):
         gdn_fold_ahead(c.checkpoint, c.rings, slot_tensor([0, 2], device))
+    with pytest.raises(ValueError, match="slots"):
+        gdn_fold_ahead(c.checkpoint, c.rings, slot_tensor([1, 1], device))  # a slot twice
+    assert unchanged(*before)
     x = make_gdn_inputs([1], H, HV, K, V, device=device)
     x["A_log"], x["dt_bias"] = c.params[0]["A_log"], c.params[0]["dt_bias"]
     call(gdn_replay_verify, x, checkpoint=c.checkpoint[0], ring=c.rings.layers[0], slots=slot_tensor([1], device))
-    ck, cur, rec = c.checkpoint.clone(), c.rings.cursors.clone(), c.rings.k.clone()
+    before = (c.checkpoint.clone(), c.rings.cursors.clone(), c.rings.folded.clone())
     with pytest.raises(ValueError, match="not committed"):
         gdn_fold_ahead(c.checkpoint, c.rings, ids)  # slot 1 has a verified window pending
-    assert torch.equal(c.checkpoint, ck) and torch.equal(c.rings.k.nan_to_num(), rec.nan_to_num())
-    for name in ("write_pos", "base", "flush", "pending", "epoch"):
-        assert torch.equal(getattr(c.rings.cursors, name), getattr(cur, name)), name
+    assert unchanged(*before)
 
 
 def test_fold_ahead_pays_at_one_wave_of_short_windows(monkeypatch):
@@ -170,6 +177,10 @@ def test_ring_layers_checks_its_buffers():
     with pytest.raises(ValueError, match="same number of layers"):
         RingLayers(r.k, r.v[:2], r.g, r.beta, r.u, r.folded, r.cursors)
     with pytest.raises(ValueError, match="Ring.k"):
-        RingLayers(r.k[:, :, :1], r.v, r.g, r.beta, r.u, r.folded, r.cursors)
+        RingLayers(r.k[:, :, :, :4].contiguous(), r.v, r.g, r.beta, r.u, r.folded, r.cursors)  # L=4 records, not 8
     with pytest.raises(ValueError, match="num_layers"):
         RingLayers.allocate(0, 4, H, HV, K, V, L=8, window=2)
+    big = RingLayers.allocate(2, 8, H, HV, K, V, L=8, window=2, dtype=torch.float32)
+    parts = (big.k[:, :4], big.v[:, :4], big.g[:, :4], big.beta[:, :4], big.u[:, :4], big.folded[:, :4])
+    with pytest.raises(ValueError, match="contiguous"):  # slots 0-3 of a larger stack: the kernels' offsets break
+        RingLayers(*parts, r.cursors)
