@@ -1,5 +1,5 @@
-"""Compile the verify's two kernels (``verify_prep``, or ``verify_window``'s META launch where the verify runs in
-one launch, and the main kernel) for an H200 (sm_90) on a machine without a GPU; report registers, stack (spills)
+"""Compile the verify's kernels (``verify_prep`` then the main kernel, or the main kernel alone where the verify
+runs in one launch) for an H200 (sm_90) on a machine without a GPU; report registers, stack (spills)
 and shared memory, and optionally write their SASS (a development tool: docs/kernels.md, "On the CPU").
 ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` compiles either way of the verify.
 
@@ -54,7 +54,7 @@ class _Sm90Driver:
 
 _driver.set_active(_Sm90Driver())
 
-from replayssm.ops import _common, fold_ahead, launch, verify, verify_window  # noqa: E402
+from replayssm.ops import _common, fold_ahead, launch, verify  # noqa: E402
 
 COMPILED: dict[str, object] = {}
 
@@ -104,7 +104,6 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
     launch.sm_count = lambda device: 132
     verify.use_tensor_cores = lambda device: os.environ.get("REPLAYSSM_VERIFY_TC", "1") != "0"
     verify._window_prep_kernel = _capture("prep", verify._window_prep_kernel)
-    verify_window._meta_kernel = _capture("meta", verify_window._meta_kernel)
     verify._gdn_replay_verify_kernel = _capture("verify", verify._gdn_replay_verify_kernel)
     verify._MAXNREG = {"maxnreg": 128}
     N = B * T

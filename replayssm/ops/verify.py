@@ -38,7 +38,7 @@ from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import Ring
 from .verify_kernel import _gdn_replay_verify_kernel
 from .verify_prep import META_FIELDS, _window_prep_kernel, prep_warps
-from .verify_window import dots_layout, launch_meta
+from .verify_window import dots_layout
 
 
 def check_ring_matches(ring, S, H, HV, K, V, device, dtype) -> None:
@@ -320,10 +320,10 @@ def gdn_replay_verify(
     c = ring.cursors
     L = ring.L
     dev = q.device
-    META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
     staged = not one_launch(BT, L, B * HV, dev)
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     if staged:
+        META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
         GA = torch.empty(B, HV, 2, BT, BT, dtype=torch.float32, device=dev)
         GB = torch.empty(B, HV, 4, BT, dtype=torch.float32, device=dev)
@@ -336,9 +336,8 @@ def gdn_replay_verify(
             K, L, BT, GP, *_prep_layouts(K, BT, pw), _rows_smem(8), _rows_smem(min(8, BT)), *_order_layout(B, pw),
             num_warps=pw,
         )  # fmt: skip
-    else:
-        launch_meta(slots, cu_seqlens, c, META)
-        X = GA = GB = CW = META  # not read
+    else:  # the main kernel reads each row's slot, window and cursors itself, and sets ``pending``
+        META = X = GA = GB = CW = slots  # not read
     KC = min(ln.k_chunk, K)
     stages = max(1, min(ln.stages, K // KC))
     # a folding program copies its next state block into the idle chunk buffer while it folds, when it fits
@@ -347,7 +346,8 @@ def gdn_replay_verify(
     W = ln.num_warps
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded,
-        META, X, GA, GB, CW, H, HV, K, V, L, BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
+        META, X, GA, GB, CW, slots, cu_seqlens, c.write_pos, c.base, c.flush, c.epoch, c.pending, H, HV, K, V, L,
+        BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
         *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
         _window_smem(tc, staged, BT), num_warps=W, **_MAXNREG,

@@ -154,7 +154,7 @@ def _window_outputs(dk, dq, v_raw, live_e, tok, a_s, pt_s, eg, beta, BT: tl.cons
 @jit
 def _gdn_replay_verify_kernel(
     q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, META,
-    X, GA, GB, CW,
+    X, GA, GB, CW, slots, cu_seqlens, c_wp, c_base, c_flush, c_epoch, c_pending,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
     BV: tl.constexpr, BVP: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr, STAGES: tl.constexpr,
     TILE: tl.constexpr, L3: tl.constexpr, M2: tl.constexpr, CPT: tl.constexpr, CP2: tl.constexpr,
@@ -170,10 +170,15 @@ def _gdn_replay_verify_kernel(
     NC: tl.constexpr = K // KC
     EPI: tl.constexpr = gl.SliceLayout(2, L3)
     r0 = i_v * BVP
-    mb = META + i_b * META_ROW
-    slot = gl.load(mb)
-    bos = gl.load(mb + 1)
-    T = gl.load(mb + 2)
+    mb = META + i_b * META_ROW  # staged: the row the staging kernel placed here (it orders the requests)
+    if STAGED:
+        slot = gl.load(mb)
+        bos = gl.load(mb + 1)
+        T = gl.load(mb + 2)
+    else:  # one launch: this program's request, straight from the batch and its cursors (no META launch)
+        slot = gl.load(slots + i_b)
+        bos = gl.load(cu_seqlens + i_b)
+        T = gl.load(cu_seqlens + i_b + 1) - bos
     if STAGED:  # (one launch: built where they are used, so that they do not stay live through its prologue)
         tok, rows_e, live_e, p_o = _epilogue_index(o, bos, T, r0, i_hv, HV, V, BT, BVP, EPI)
 
@@ -206,20 +211,31 @@ def _gdn_replay_verify_kernel(
             tok, rows_e, live_e, p_o = _epilogue_index(o, bos, T, r0, i_hv, HV, V, BT, BVP, EPI)
         gl.store(p_o, gl.zeros([BVP, BT], gl.float32, layout=EPI).to(o.dtype.element_ty), mask=live_e)
     else:
-        wp = gl.load(mb + 3)
-        bs = gl.load(mb + 4)
-        fl = gl.load(mb + 5)
+        if STAGED:
+            wp = gl.load(mb + 3)
+            bs = gl.load(mb + 4)
+            fl = gl.load(mb + 5)
+            req = gl.load(mb + 7).to(gl.int64)  # the request this program's META row describes
+        else:
+            wp = gl.load(c_wp + slot)
+            bs = gl.load(c_base + slot)
+            fl = gl.load(c_flush + slot)
+            req = i_b.to(gl.int64)
+            if (i_hv == 0) & (i_v == 0):
+                gl.store(c_pending + slot, T)  # the window ring_commit will decide on
         s64 = slot.to(gl.int64)
         ckpt = checkpoint + (s64 * HV + i_hv) * V * K
         rv = ring_v + (s64 * HV + i_hv) * L * V
         ru = ring_u + (s64 * HV + i_hv) * L * V
-        req = gl.load(mb + 7).to(gl.int64)  # the request this program's META row describes
         vh = req * HV + i_hv
         rk = ring_k + (s64 * H + i_h) * L * K
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
         if fl != 0:  # 1. fold (once per epoch), then an empty history
-            ep = gl.load(mb + 6)
+            if STAGED:  # noqa: SIM108  (a constexpr branch: only one load is compiled)
+                ep = gl.load(mb + 6)
+            else:
+                ep = gl.load(c_epoch + slot)
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
             _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, BVP, BV,
                        K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip

@@ -5,10 +5,10 @@
 
 - staged: ``verify_prep`` computes a window's terms once per key head, in a launch of its own, and the main
   kernel reads them;
-- one launch: ``_meta_kernel``, a tiny launch (a lane per request), gathers each row's ``META [B, 8]`` int32
-  (slot, bos, T, write_pos, base, flush, epoch, 0) and sets ``pending[slot] = T``; each program of the main
-  kernel then computes its key head's window terms itself (``_window_terms``), while its first checkpoint chunks
-  are in flight:
+- one launch: each program of the main kernel reads its request's slot, window bounds and cursors itself (the
+  first program of a request sets ``pending[slot] = T``; there is no ``META`` launch: a layer-step at T=4, B=8
+  saved its 1.3 us and a kernel boundary, bench/NOTES.md, twelfth session) and computes its key head's window
+  terms (``_window_terms``) while its first checkpoint chunks are in flight:
 
   - ``_window_load``, ``_window_normalise``: the window's keys and queries, ``[2BT, K]`` fp32 in the pinned tile,
     normalised with ``_l2norm`` (bitwise the keys the baseline normalises; the keys are also appended to the
@@ -29,48 +29,10 @@ from __future__ import annotations
 
 import functools
 
-import triton
 import triton.language as tl
 
 from ._gluon import async_copy, gl, jit
 from ._pinned import _gating, _l2norm
-from .verify_prep import META_ROW
-
-META_BLOCK = 128  # requests per program of the META launch
-
-
-@triton.jit
-def _meta_kernel(slots, cu_seqlens, write_pos, base, flush, epoch, pending, META, B, BLOCK: tl.constexpr):
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    live = i < B
-    slot = tl.load(slots + i, mask=live, other=-1)
-    bos = tl.load(cu_seqlens + i, mask=live, other=0)
-    T = tl.load(cu_seqlens + i + 1, mask=live, other=0) - bos
-    ok = live & (slot >= 0)
-    s = tl.where(ok, slot, 0)
-    wp = tl.load(write_pos + s, mask=ok, other=0)
-    bs = tl.load(base + s, mask=ok, other=0)
-    fl = tl.load(flush + s, mask=ok, other=0)
-    ep = tl.load(epoch + s, mask=ok, other=0)
-    row = META + i * META_ROW
-    tl.store(row, slot, mask=live)
-    tl.store(row + 1, bos, mask=live)
-    tl.store(row + 2, T, mask=live)
-    tl.store(row + 3, wp, mask=live)
-    tl.store(row + 4, bs, mask=live)
-    tl.store(row + 5, fl, mask=live)
-    tl.store(row + 6, ep, mask=live)
-    tl.store(row + 7, i, mask=live)  # the request (the staged META may reorder them; this one does not)
-    tl.store(pending + s, T, mask=ok)
-
-
-def launch_meta(slots, cu_seqlens, cursors, META) -> None:
-    """The verify's first launch: ``META`` rows and ``pending`` for a batch of ``len(slots)`` rows."""
-    B = slots.shape[0]
-    _meta_kernel[(triton.cdiv(B, META_BLOCK),)](
-        slots, cu_seqlens, cursors.write_pos, cursors.base, cursors.flush, cursors.epoch, cursors.pending, META, B,
-        BLOCK=META_BLOCK, num_warps=4,
-    )  # fmt: skip
 
 
 @jit
