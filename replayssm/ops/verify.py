@@ -241,6 +241,20 @@ def use_tensor_cores(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device) >= (8, 0)
 
 
+def use_pdl(device: torch.device) -> bool:
+    """The one-launch verify's main kernel is a programmatic dependent launch (compute capability >= 9.0): its
+    programs are scheduled while the kernel before it drains, and wait for it (``griddepcontrol.wait``, before they
+    read anything) instead of the launch waiting; they let the next kernel launch right away. Nothing is read early,
+    so the effect is the same whatever kernel comes before. ``REPLAYSSM_VERIFY_PDL=0`` / ``=1`` forces either way
+    (benchmarks); never in the CPU interpreter."""
+    env = os.environ.get("REPLAYSSM_VERIFY_PDL", "")
+    if env not in ("", "0", "1"):
+        raise ValueError(f"REPLAYSSM_VERIFY_PDL must be 0, 1 or unset, got {env!r}")
+    if INTERPRET or device.type != "cuda" or env == "0":
+        return False
+    return env == "1" or torch.cuda.get_device_capability(device) >= (9, 0)
+
+
 def _chunk_smem(KC: int):
     """[rows, KC] fp32 chunks, 16-byte vectors XOR-swizzled by row: a warp reading one vector of 8 consecutive
     rows touches every bank once."""
@@ -344,12 +358,13 @@ def gdn_replay_verify(
     pre = ln.rows_per_program > ln.rows and ln.rows * K <= stages * ln.rows_per_program * KC
     tc, nx, mma = _tensor_cores(ln, BT, KC, stages, dev)
     W = ln.num_warps
+    pdl = not staged and use_pdl(dev)
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded,
         META, X, GA, GB, CW, slots, cu_seqlens, c.write_pos, c.base, c.flush, c.epoch, c.pending, H, HV, K, V, L,
         BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
         *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        _window_smem(tc, staged, BT), num_warps=W, **_MAXNREG,
+        _window_smem(tc, staged, BT), pdl, num_warps=W, **_MAXNREG, **({"launch_pdl": True} if pdl else {}),
     )  # fmt: skip
     return o

@@ -161,8 +161,11 @@ def _gdn_replay_verify_kernel(
     CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
-    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr,
+    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    if PDL:  # a programmatic dependent launch: wait for the kernel before to finish, then let the next one launch
+        gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // $0", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
     i_v = gl.program_id(2)  # small batches split a head's rows over several programs
