@@ -103,7 +103,7 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
     verify.use_triton = _common.use_triton
     launch.sm_count = lambda device: 132
     verify.use_tensor_cores = lambda device: os.environ.get("REPLAYSSM_VERIFY_TC", "1") != "0"
-    verify.use_pdl = lambda device: os.environ.get("REPLAYSSM_VERIFY_PDL", "1") != "0"
+    verify.use_pdl = lambda programs, device: os.environ.get("REPLAYSSM_VERIFY_PDL", "1") != "0"
     verify._window_prep_kernel = _capture("prep", verify._window_prep_kernel)
     verify._gdn_replay_verify_kernel = _capture("verify", verify._gdn_replay_verify_kernel)
     verify._MAXNREG = {"maxnreg": 128}

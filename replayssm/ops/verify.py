@@ -241,18 +241,22 @@ def use_tensor_cores(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device) >= (8, 0)
 
 
-def use_pdl(device: torch.device) -> bool:
-    """The one-launch verify's main kernel is a programmatic dependent launch (compute capability >= 9.0): its
-    programs are scheduled while the kernel before it drains, and wait for it (``griddepcontrol.wait``, before they
-    read anything) instead of the launch waiting; they let the next kernel launch right away. Nothing is read early,
-    so the effect is the same whatever kernel comes before. ``REPLAYSSM_VERIFY_PDL=0`` / ``=1`` forces either way
-    (benchmarks); never in the CPU interpreter."""
+def use_pdl(programs: int, device: torch.device) -> bool:
+    """Whether the one-launch verify's main kernel of ``programs`` programs is a programmatic dependent launch: on
+    compute capability >= 9.0, where the programs fit in one wave (fewer than ``ONE_LAUNCH_PER_SM`` per SM). Its
+    programs are then scheduled while the kernel before drains and wait for it (``griddepcontrol.wait``, before they
+    read anything) instead of the launch waiting, and they let the next kernel launch at once. Nothing is read
+    early, so the effect is the same whatever kernel comes before. H200 (bench/NOTES.md, twelfth session): T=4,
+    B=8 22.1 -> 21.4 us a layer-step, T=1 B=8 13.7 -> 13.2; but T=1 B=256 (31 waves) 313 -> 315, hence one wave
+    only. ``REPLAYSSM_VERIFY_PDL=0`` / ``=1`` forces either way (benchmarks); never in the CPU interpreter."""
     env = os.environ.get("REPLAYSSM_VERIFY_PDL", "")
     if env not in ("", "0", "1"):
         raise ValueError(f"REPLAYSSM_VERIFY_PDL must be 0, 1 or unset, got {env!r}")
     if INTERPRET or device.type != "cuda" or env == "0":
         return False
-    return env == "1" or torch.cuda.get_device_capability(device) >= (9, 0)
+    if env == "1":
+        return True
+    return torch.cuda.get_device_capability(device) >= (9, 0) and programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
 
 def _chunk_smem(KC: int):
@@ -336,6 +340,7 @@ def gdn_replay_verify(
     dev = q.device
     staged = not one_launch(BT, L, B * HV, dev)
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
+    pdl = not staged and use_pdl(HV * B * ln.programs_per_head, dev)  # (before any launch: it reads a switch)
     if staged:
         META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
@@ -358,7 +363,6 @@ def gdn_replay_verify(
     pre = ln.rows_per_program > ln.rows and ln.rows * K <= stages * ln.rows_per_program * KC
     tc, nx, mma = _tensor_cores(ln, BT, KC, stages, dev)
     W = ln.num_warps
-    pdl = not staged and use_pdl(dev)
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded,
         META, X, GA, GB, CW, slots, cu_seqlens, c.write_pos, c.base, c.flush, c.epoch, c.pending, H, HV, K, V, L,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from replayssm.ops import gdn_replay_verify, launch
-from replayssm.ops.verify import _tensor_cores, one_launch, use_tensor_cores
+from replayssm.ops.verify import _tensor_cores, one_launch, use_pdl, use_tensor_cores
 from replayssm.ops.verify_prep import prep_warps
 from replayssm.ops.verify_window import dots_layout
 from tests.helpers.chain import Chain, call
@@ -60,7 +60,20 @@ def test_one_launch_follows_the_window_and_the_batch(monkeypatch):
         one_launch(1, 16, 8, cuda_like)
 
 
-def test_a_bad_one_launch_switch_is_refused_before_anything_is_written(monkeypatch, device):
+def test_programmatic_dependent_launch_only_on_a_gpu_or_when_forced(monkeypatch):
+    """PDL needs a CUDA device of compute capability >= 9.0 and a one-wave batch (checked on the GPU); on the CPU it
+    is never used, whatever the switch, and a bad switch is refused."""
+    monkeypatch.setattr(launch, "sm_count", lambda device: 132)
+    for env in ("", "0", "1"):
+        monkeypatch.setenv("REPLAYSSM_VERIFY_PDL", env)
+        assert use_pdl(512, CPU) is False
+    monkeypatch.setenv("REPLAYSSM_VERIFY_PDL", "on")
+    with pytest.raises(ValueError, match="REPLAYSSM_VERIFY_PDL must be 0, 1 or unset"):
+        use_pdl(512, CPU)
+
+
+@pytest.mark.parametrize("switch", ["REPLAYSSM_VERIFY_ONE_LAUNCH", "REPLAYSSM_VERIFY_PDL"])
+def test_a_bad_launch_switch_is_refused_before_anything_is_written(monkeypatch, device, switch):
     """The switch is read after the arguments are checked and before the first launch: the call raises and the
     checkpoint, ring and cursors are as they were."""
     H, HV, K, V, T, L = 2, 4, 32, 32, 4, 8
@@ -69,8 +82,10 @@ def test_a_bad_one_launch_switch_is_refused_before_anything_is_written(monkeypat
     c.commit([2, 1])
     x = make_gdn_inputs([4, 1], H, HV, K, V, dtype=torch.float32, device=device)
     ck, ring = c.checkpoint.clone(), c.ring.clone()
-    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "2")
-    with pytest.raises(ValueError, match="REPLAYSSM_VERIFY_ONE_LAUNCH"):
+    if switch == "REPLAYSSM_VERIFY_PDL":
+        monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "1")  # PDL is a choice of the one-launch path
+    monkeypatch.setenv(switch, "2")
+    with pytest.raises(ValueError, match=switch):
         call(gdn_replay_verify, x, checkpoint=c.checkpoint, ring=c.ring, slots=slot_tensor([1, 0], device),
              impl="triton")  # fmt: skip
     assert torch.equal(c.checkpoint, ck)
