@@ -1,7 +1,8 @@
 """Compile the verify's kernels (``verify_prep`` then the main kernel, or the main kernel alone where the verify
 runs in one launch) for an H200 (sm_90) on a machine without a GPU; report registers, stack (spills)
 and shared memory, and optionally write their SASS (a development tool: docs/kernels.md, "On the CPU").
-``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` compiles either way of the verify.
+``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` compiles either way of the verify; ``REPLAYSSM_VERIFY_PDL=0`` / ``=1``
+forces the one-launch kernel's programmatic dependent launch off / on (by default: one-wave batches, as the op).
 
     python scripts/sm90_compile.py [--T 4] [--L 16] [--B 256] [--sass DIR]
 
@@ -103,7 +104,8 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
     verify.use_triton = _common.use_triton
     launch.sm_count = lambda device: 132
     verify.use_tensor_cores = lambda device: os.environ.get("REPLAYSSM_VERIFY_TC", "1") != "0"
-    verify.use_pdl = lambda programs, device: os.environ.get("REPLAYSSM_VERIFY_PDL", "1") != "0"
+    pdl = os.environ.get("REPLAYSSM_VERIFY_PDL", "")  # as verify.use_pdl decides on an sm_90 device
+    verify.use_pdl = lambda programs, device: pdl == "1" or (pdl == "" and programs < verify.ONE_LAUNCH_PER_SM * 132)
     verify._window_prep_kernel = _capture("prep", verify._window_prep_kernel)
     verify._gdn_replay_verify_kernel = _capture("verify", verify._gdn_replay_verify_kernel)
     verify._MAXNREG = {"maxnreg": 128}

@@ -245,18 +245,20 @@ def use_pdl(programs: int, device: torch.device) -> bool:
     """Whether the one-launch verify's main kernel of ``programs`` programs is a programmatic dependent launch: on
     compute capability >= 9.0, where the programs fit in one wave (fewer than ``ONE_LAUNCH_PER_SM`` per SM). Its
     programs are then scheduled while the kernel before drains and wait for it (``griddepcontrol.wait``, before they
-    read anything) instead of the launch waiting, and they let the next kernel launch at once. Nothing is read
-    early, so the effect is the same whatever kernel comes before. H200 (bench/NOTES.md, twelfth session): T=4,
-    B=8 22.1 -> 21.4 us a layer-step, T=1 B=8 13.7 -> 13.2; but T=1 B=256 (31 waves) 313 -> 315, hence one wave
-    only. ``REPLAYSSM_VERIFY_PDL=0`` / ``=1`` forces either way (benchmarks); never in the CPU interpreter."""
+    read anything) instead of the launch waiting; then they let the next kernel launch at once
+    (``griddepcontrol.launch_dependents``). Nothing is read early, so the effect is the same whatever kernel comes
+    before; a kernel after it sees its writes as long as it either is launched normally (it then waits for this one
+    to finish, as always) or, launched as a dependent, waits with ``griddepcontrol.wait`` before it reads, as every
+    replayssm kernel launched that way does. H200 (bench/NOTES.md, twelfth session): T=4, B=8 22.1 -> 21.4 us a
+    layer-step, T=1 B=8 13.7 -> 13.2; but T=1 B=256 (31 waves) 313 -> 315, hence one wave only.
+    ``REPLAYSSM_VERIFY_PDL=0`` / ``=1`` forces it off / on at any batch (benchmarks); never below compute capability
+    9.0 nor in the CPU interpreter. Any other value raises ``ValueError``."""
     env = os.environ.get("REPLAYSSM_VERIFY_PDL", "")
     if env not in ("", "0", "1"):
         raise ValueError(f"REPLAYSSM_VERIFY_PDL must be 0, 1 or unset, got {env!r}")
-    if INTERPRET or device.type != "cuda" or env == "0":
+    if INTERPRET or device.type != "cuda" or env == "0" or torch.cuda.get_device_capability(device) < (9, 0):
         return False
-    if env == "1":
-        return True
-    return torch.cuda.get_device_capability(device) >= (9, 0) and programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
+    return env == "1" or programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
 
 def _chunk_smem(KC: int):
@@ -340,7 +342,7 @@ def gdn_replay_verify(
     dev = q.device
     staged = not one_launch(BT, L, B * HV, dev)
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
-    pdl = not staged and use_pdl(HV * B * ln.programs_per_head, dev)  # (before any launch: it reads a switch)
+    pdl = use_pdl(HV * B * ln.programs_per_head, dev) and not staged  # (before any launch: it checks a switch)
     if staged:
         META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)

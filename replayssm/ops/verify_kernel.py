@@ -1,11 +1,12 @@
-"""Second launch of ``gdn_replay_verify``: fold, window outputs and new records, one value head per program.
+"""The main kernel of ``gdn_replay_verify``: fold, window outputs and new records, one value head per program.
 
 A program owns ``BVP`` rows of one value head of one request (the whole head unless the batch is too
-small to fill the GPU). It reads its row of ``META`` (written by the first launch: ``verify_prep``, which also
-orders the requests, ``_order_rank``, or ``verify_window``'s META launch when ``STAGED`` is off; the row names its
-request) in one round trip and then never waits on a dependent
-load again; with ``STAGED`` off it computes its key head's window terms itself (``verify_window._window_terms``)
-while its first chunks are in flight:
+small to fill the GPU). Staged (``STAGED``), it reads its row of ``META`` (written by the launch before it,
+``verify_prep``, which also orders the requests, ``_order_rank``; the row names its request) in one round trip
+and then never waits on a dependent load again. In one launch (``STAGED`` off) it loads its request's slot and
+window bounds, then that slot's cursors (two round trips; the request's first program sets ``pending``), and
+computes its key head's window terms itself (``verify_window._window_terms``) while its first chunks are in
+flight; at one-wave batches it is a programmatic dependent launch (``PDL``, ``verify.use_pdl``):
 
 1. a flushing row first folds its history into the checkpoint, block by block on the pinned
    ``tile_layout`` with ``_update`` (bitwise the baseline), writes the blocks back and marks them

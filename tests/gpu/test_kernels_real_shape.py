@@ -75,6 +75,42 @@ def test_staged_and_one_launch_agree_bitwise_on_the_ring():
     assert max(rel_err(a, b) for a, b in zip(o0, o1)) < OUT_BOUND
 
 
+def test_pdl_follows_the_wave_and_changes_no_bit():
+    """The one-launch verify's programmatic dependent launch (``verify.use_pdl``): on an sm_90+ GPU at a one-wave
+    batch (B=8 at HV=64), not at 31 waves (B=256); and a 30-step chain at B=8 (T=4, L=16, one launch, folds) with
+    it and without gives torch.equal outputs, checkpoints and rings."""
+    from replayssm.ops import launch
+    from replayssm.ops.verify import ONE_LAUNCH_PER_SM, use_pdl
+
+    dev = torch.device("cuda")
+    hopper = torch.cuda.get_device_capability() >= (9, 0)
+    wave = ONE_LAUNCH_PER_SM * launch.sm_count(dev)
+    assert use_pdl(8 * HV, dev) is (hopper and 8 * HV < wave)
+    assert use_pdl(256 * HV, dev) is False
+    runs = {}
+    for pdl in ("0", "1"):
+        mp = pytest.MonkeyPatch()
+        mp.setenv("REPLAYSSM_VERIFY_PDL", pdl)
+        mp.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "1")
+        try:
+            c = Chain(8, H, HV, K, V, T=4, L=16, dtype=DT, device="cuda", impl="triton", seed=6, rng_device="cuda")
+            g = torch.Generator().manual_seed(6)
+            outs = []
+            for _ in range(30):
+                lens = torch.randint(1, 5, (8,), generator=g).tolist()
+                outs.append(c.verify(list(range(8)), lens)[1].clone())
+                c.commit([int(torch.randint(1, n + 1, (1,), generator=g)) for n in lens])
+            runs[pdl] = (c, outs)
+        finally:
+            mp.undo()
+    (c0, o0), (c1, o1) = runs["0"], runs["1"]
+    assert c0.flushes > 10 and c0.flushes == c1.flushes
+    assert torch.equal(c0.checkpoint, c1.checkpoint)
+    for name in ("k", "v", "u", "g", "beta"):
+        assert torch.equal(getattr(c0.ring, name).nan_to_num(), getattr(c1.ring, name).nan_to_num()), name
+    assert all(torch.equal(a, b) for a, b in zip(o0, o1))
+
+
 def test_recurrent_matches_reference():
     g = torch.Generator(device="cuda").manual_seed(4)
     lens = [4, 3, 1, 2, 4, 4]
