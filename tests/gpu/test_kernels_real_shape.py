@@ -24,6 +24,25 @@ def _chain_with_history(S, seed, steps=4):
     return c
 
 
+def _chain_under(env: dict, S: int, seed: int, steps: int):
+    """A T=4, L=16 chain of ``steps`` random verify/commit steps over ``S`` slots with the environment ``env`` set;
+    returns (chain, outputs of every step)."""
+    mp = pytest.MonkeyPatch()
+    for k, v in env.items():
+        mp.setenv(k, v)
+    try:
+        c = Chain(S, H, HV, K, V, T=4, L=16, dtype=DT, device="cuda", impl="triton", seed=seed, rng_device="cuda")
+        g = torch.Generator().manual_seed(seed)
+        outs = []
+        for _ in range(steps):
+            lens = torch.randint(1, 5, (S,), generator=g).tolist()
+            outs.append(c.verify(list(range(S)), lens)[1].clone())
+            c.commit([int(torch.randint(1, n + 1, (1,), generator=g)) for n in lens])
+        return c, outs
+    finally:
+        mp.undo()
+
+
 @pytest.mark.parametrize("one", ["0", "1"], ids=["staged", "one-launch"])
 def test_verify_matches_reference(one, monkeypatch):
     """Varlen windows, a padding row, and a mix of flushing and reconstructing rows in one call; staged and in one
@@ -52,21 +71,7 @@ def test_verify_matches_reference(one, monkeypatch):
 def test_staged_and_one_launch_agree_bitwise_on_the_ring():
     """Both ways of the verify over a chain at the real geometry (T=4, L=16, 40 steps, folds included): the
     checkpoints and the ring's keys, gates and betas torch.equal, outputs within the bf16 bound."""
-    runs = {}
-    for one in ("0", "1"):
-        mp = pytest.MonkeyPatch()
-        mp.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", one)
-        try:
-            c = Chain(24, H, HV, K, V, T=4, L=16, dtype=DT, device="cuda", impl="triton", seed=4, rng_device="cuda")
-            g = torch.Generator().manual_seed(4)
-            outs = []
-            for _ in range(40):
-                lens = torch.randint(1, 5, (24,), generator=g).tolist()
-                outs.append(c.verify(list(range(24)), lens)[1].clone())
-                c.commit([int(torch.randint(1, n + 1, (1,), generator=g)) for n in lens])
-            runs[one] = (c, outs)
-        finally:
-            mp.undo()
+    runs = {one: _chain_under({"REPLAYSSM_VERIFY_ONE_LAUNCH": one}, 24, seed=4, steps=40) for one in ("0", "1")}
     (c0, o0), (c1, o1) = runs["0"], runs["1"]
     assert c0.flushes > 50 and c0.flushes == c1.flushes
     assert torch.equal(c0.checkpoint, c1.checkpoint)
@@ -87,22 +92,8 @@ def test_pdl_follows_the_wave_and_changes_no_bit():
     wave = ONE_LAUNCH_PER_SM * launch.sm_count(dev)
     assert use_pdl(8 * HV, dev) is (hopper and 8 * HV < wave)
     assert use_pdl(256 * HV, dev) is False
-    runs = {}
-    for pdl in ("0", "1"):
-        mp = pytest.MonkeyPatch()
-        mp.setenv("REPLAYSSM_VERIFY_PDL", pdl)
-        mp.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "1")
-        try:
-            c = Chain(8, H, HV, K, V, T=4, L=16, dtype=DT, device="cuda", impl="triton", seed=6, rng_device="cuda")
-            g = torch.Generator().manual_seed(6)
-            outs = []
-            for _ in range(30):
-                lens = torch.randint(1, 5, (8,), generator=g).tolist()
-                outs.append(c.verify(list(range(8)), lens)[1].clone())
-                c.commit([int(torch.randint(1, n + 1, (1,), generator=g)) for n in lens])
-            runs[pdl] = (c, outs)
-        finally:
-            mp.undo()
+    env = {"REPLAYSSM_VERIFY_ONE_LAUNCH": "1"}
+    runs = {pdl: _chain_under({**env, "REPLAYSSM_VERIFY_PDL": pdl}, 8, seed=6, steps=30) for pdl in ("0", "1")}
     (c0, o0), (c1, o1) = runs["0"], runs["1"]
     assert c0.flushes > 10 and c0.flushes == c1.flushes
     assert torch.equal(c0.checkpoint, c1.checkpoint)
