@@ -104,6 +104,7 @@ def _shim() -> types.SimpleNamespace:
 
     names = (
         "program_id",
+        "num_programs",
         "load",
         "store",
         "where",
