@@ -2,8 +2,7 @@
 runs in one launch) for an H200 (sm_90) on a machine without a GPU; report registers, stack (spills)
 and shared memory, and optionally write their SASS (a development tool: docs/kernels.md, "On the CPU").
 ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` compiles either way of the verify; ``REPLAYSSM_VERIFY_PDL=0`` / ``=1``
-forces the one-launch kernel's programmatic dependent launch off / on (by default: one-wave batches, as the op);
-``REPLAYSSM_VERIFY_PREFETCH=<rows>`` compiles the main kernel's L2 prefetch at that distance (``ops/l2_prefetch.py``).
+forces the one-launch kernel's programmatic dependent launch off / on (by default: one-wave batches, as the op).
 
     python scripts/sm90_compile.py [--T 4] [--L 16] [--B 256] [--sass DIR]
 
@@ -56,7 +55,7 @@ class _Sm90Driver:
 
 _driver.set_active(_Sm90Driver())
 
-from replayssm.ops import _common, fold_ahead, l2_prefetch, launch, verify  # noqa: E402
+from replayssm.ops import _common, fold_ahead, launch, verify  # noqa: E402
 
 COMPILED: dict[str, object] = {}
 
@@ -107,10 +106,6 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
     verify.use_tensor_cores = lambda device: os.environ.get("REPLAYSSM_VERIFY_TC", "1") != "0"
     pdl = os.environ.get("REPLAYSSM_VERIFY_PDL", "")  # as verify.use_pdl decides on an sm_90 device
     verify.use_pdl = lambda programs, device: pdl == "1" or (pdl == "" and programs < verify.ONE_LAUNCH_PER_SM * 132)
-    pf = os.environ.get("REPLAYSSM_VERIFY_PREFETCH", "")  # as l2_prefetch.prefetch_rows decides on a GPU
-    verify.prefetch_rows = lambda programs, wave, device: (
-        int(pf) if pf else l2_prefetch.PREFETCH_ROWS if programs >= l2_prefetch.MIN_WAVES * wave else 0
-    )
     verify._window_prep_kernel = _capture("prep", verify._window_prep_kernel)
     verify._gdn_replay_verify_kernel = _capture("verify", verify._gdn_replay_verify_kernel)
     verify._MAXNREG = {"maxnreg": 128}

@@ -104,7 +104,6 @@ def _shim() -> types.SimpleNamespace:
 
     names = (
         "program_id",
-        "num_programs",
         "load",
         "store",
         "where",

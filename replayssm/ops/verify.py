@@ -35,7 +35,6 @@ from ._validate import (
     values_checkable,
 )
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
-from .l2_prefetch import prefetch_layout, prefetch_rows
 from .ring import Ring
 from .verify_kernel import _gdn_replay_verify_kernel
 from .verify_prep import META_FIELDS, _window_prep_kernel, prep_warps
@@ -343,9 +342,7 @@ def gdn_replay_verify(
     dev = q.device
     staged = not one_launch(BT, L, B * HV, dev)
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
-    programs = HV * B * ln.programs_per_head
-    pdl = use_pdl(programs, dev) and not staged  # (before any launch: these two check switches)
-    pf = prefetch_rows(programs, ONE_LAUNCH_PER_SM * launch.sm_count(dev), dev)
+    pdl = use_pdl(HV * B * ln.programs_per_head, dev) and not staged  # (before any launch: it checks a switch)
     if staged:
         META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
@@ -374,7 +371,6 @@ def gdn_replay_verify(
         BT, ln.rows, ln.rows_per_program, KC, K_STEP, stages, ln.layout,
         *_main_layouts(ln, BT, KC), _SMEM, _chunk_smem(KC), _ROWS1, pre, _SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        _window_smem(tc, staged, BT), pdl, pf, prefetch_layout(ln.rows_per_program * K * 4, W), num_warps=W,
-        **_MAXNREG, **({"launch_pdl": True} if pdl else {}),
+        _window_smem(tc, staged, BT), pdl, num_warps=W, **_MAXNREG, **({"launch_pdl": True} if pdl else {}),
     )  # fmt: skip
     return o

@@ -35,7 +35,6 @@ import triton.language as tl  # noqa: F401  (the interpreter looks for it in a k
 
 from ._gluon import async_copy, gl, jit, mma_v2
 from ._pinned import MARK, _update
-from .l2_prefetch import _prefetch_l2
 from .verify_prep import META_ROW
 from .verify_window import _window_terms
 
@@ -163,8 +162,7 @@ def _gdn_replay_verify_kernel(
     CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
-    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr, PF: tl.constexpr,
-    PFL: tl.constexpr,
+    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
     if PDL:  # a programmatic dependent launch: wait for the kernel before to finish, then let the next one launch
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // $0", "=r", [],
@@ -185,13 +183,6 @@ def _gdn_replay_verify_kernel(
         slot = gl.load(slots + i_b)
         bos = gl.load(cu_seqlens + i_b)
         T = gl.load(cu_seqlens + i_b + 1) - bos
-    if PF > 0:  # the slot of the program PF rows later at this head (l2_prefetch), loaded beside this one's
-        i_n = gl.minimum(i_b + PF, gl.num_programs(1) - 1)
-        if STAGED:  # noqa: SIM108  (a constexpr branch: only one load is compiled)
-            slot_n = gl.load(META + i_n * META_ROW)
-        else:
-            slot_n = gl.load(slots + i_n)
-        slot_n = gl.where(i_b + PF < gl.num_programs(1), slot_n, -1)
     if STAGED:  # (one launch: built where they are used, so that they do not stay live through its prologue)
         tok, rows_e, live_e, p_o = _epilogue_index(o, bos, T, r0, i_hv, HV, V, BT, BVP, EPI)
 
@@ -238,9 +229,6 @@ def _gdn_replay_verify_kernel(
                 gl.store(c_pending + slot, T)  # the window ring_commit will decide on
         s64 = slot.to(gl.int64)
         ckpt = checkpoint + (s64 * HV + i_hv) * V * K
-        if PF > 0:  # noqa: SIM102  (a constexpr branch around a runtime one)
-            if slot_n >= 0:
-                _prefetch_l2(checkpoint + ((slot_n.to(gl.int64) * HV + i_hv) * V + r0) * K, BVP * K * 4, PFL)
         rv = ring_v + (s64 * HV + i_hv) * L * V
         ru = ring_u + (s64 * HV + i_hv) * L * V
         vh = req * HV + i_hv

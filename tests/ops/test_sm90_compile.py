@@ -44,24 +44,3 @@ def test_fold_ahead_compiles_for_sm90_without_spills(layers, B):
     usage = {m[0]: (int(m[1]), int(m[2])) for m in re.findall(r"^(\w+)\s+regs (\d+) stack (\d+)", run.stdout, re.M)}
     assert {"fold_ahead", "mark"} <= set(usage), run.stdout
     assert usage["fold_ahead"][1] == 0 and usage["mark"][1] == 0, usage
-
-
-@pytest.mark.parametrize("T, one", [(4, "0"), (1, "1")])
-def test_the_l2_prefetch_compiles_to_line_prefetches(T, one, tmp_path):
-    """With ``REPLAYSSM_VERIFY_PREFETCH`` the main kernel (staged and in one launch) carries one L2 line prefetch
-    (``CCTL.E.PF2``) per 128 bytes of a program's 64 KiB tile: four per thread of a 4-warp program; without, none;
-    the register budget and the absence of spills hold either way."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["REPLAYSSM_VERIFY_ONE_LAUNCH"] = one
-    counts = {}
-    for pf in ("0", "4"):
-        env["REPLAYSSM_VERIFY_PREFETCH"] = pf
-        out = tmp_path / pf
-        cmd = [sys.executable, str(ROOT / "scripts" / "sm90_compile.py"), "--T", str(T), "--B", "256", "--sass",
-               str(out)]  # fmt: skip
-        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert run.returncode == 0, run.stderr[-2000:]
-        regs, stack = map(int, re.search(r"^verify\s+regs (\d+) stack (\d+)", run.stdout, re.M).groups())
-        assert regs <= 128 and stack == 0, run.stdout
-        counts[pf] = (out / "verify.sass").read_text().count("CCTL.E.PF2")
-    assert counts == {"0": 0, "4": 4}, counts
