@@ -10,7 +10,7 @@ records and state rows copied in while one folds. The fold becomes throughput-bo
 and the next verify streams those rows with an empty history, like any other.
 
 The effect is ``GDNStatePool.flush`` of the flushing rows: in every layer the history is replayed through the pinned
-``_update`` (``verify_kernel._fold_staged``: the same code on the same records as the verify's own fold, so the
+``_update`` (``verify_fold._fold_staged``: the same code on the same records as the verify's own fold, so the
 checkpoints are bitwise the same), blocks already marked with the slot's epoch are not folded twice, and the cursors
 then move as ``ring_mark_folded`` moves them (``base += write_pos``, the rest 0, ``epoch`` advanced). The committed
 state does not change; only when the fold's arithmetic runs does. ``fold_ahead_pays`` says where it is used.
@@ -32,7 +32,7 @@ from ._validate import check_slots, check_state, check_tensor, values_checkable
 from .cursors import _ring_mark_folded_kernel, ring_mark_folded_reference
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import RingLayers
-from .verify_kernel import _fold_staged
+from .verify_fold import _fold_staged
 
 
 @jit

@@ -8,8 +8,8 @@ window bounds, then that slot's cursors (two round trips; the request's first pr
 computes its key head's window terms itself (``verify_window._window_terms``) while its first chunks are in
 flight; at one-wave batches it is a programmatic dependent launch (``PDL``, ``verify.use_pdl``):
 
-1. a flushing row first folds its history into the checkpoint, block by block on the pinned
-   ``tile_layout`` with ``_update`` (bitwise the baseline), writes the blocks back and marks them
+1. a flushing row first folds its history into the checkpoint (``verify_fold``), block by block on the
+   pinned ``tile_layout`` with ``_update`` (bitwise the baseline), writes the blocks back and marks them
    (a retry of the step finds the marks and does not fold again); it then runs step 2 on the folded
    state with an empty history;
 2. the checkpoint streams through shared memory in ``[BVP, KC]`` column chunks with ``cp.async``,
@@ -34,88 +34,10 @@ from __future__ import annotations
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
 from ._gluon import async_copy, gl, jit, mma_v2
-from ._pinned import MARK, _update
+from ._pinned import MARK
+from .verify_fold import _fold_head
 from .verify_prep import META_ROW
 from .verify_window import _window_terms
-
-
-@jit
-def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, chunks, BVP: tl.constexpr,
-               BV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr,
-               CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, ROWS1: tl.constexpr, PRE: tl.constexpr,
-               SMEM_PRE: tl.constexpr):  # fmt: skip
-    """Fold the ``n`` history records into rows ``r0 .. r0 + BVP`` of one head's checkpoint (``BV``-row blocks
-    of the pinned tile), unless they are already marked with this epoch.
-
-    Everything the fold reads arrives in one round trip, issued before the marker is known (reads only: a head
-    folded already just discards them): the records' keys, this program's values and every record's gate and
-    beta (``ks``, ``vs``, ``gs``, in logical order, shared memory), and the first state block. A launch folds
-    every row it owns, so one marker tells for all of them. Every thread reads it before any thread writes one
-    (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to read that block's
-    marker, and the slow warp would skip its rows. With ``PRE`` the next block's state is copied into the
-    (idle) chunk buffer while the current block folds."""
-    jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
-    kc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
-    async_copy.async_copy_global_to_shared(ks, rk + ((start + jk) & (L - 1)) * K + kc, mask=(jk < n) & (kc < K))
-    jv = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)
-    rc = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0)
-    async_copy.async_copy_global_to_shared(vs, rv + ((start + jv) & (L - 1)) * V + r0 + rc, mask=(jv < n) & (rc < BVP))
-    jg = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPG)), 1)  # [L, 1]
-    pg = (start + jg) & (L - 1)
-    async_copy.async_copy_global_to_shared(gs, rg + pg, mask=jg < n)
-    async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=jg < n)
-    async_copy.commit_group()
-    rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
-    cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
-    h0 = gl.load(ckpt + gl.expand_dims(rows0, 1) * K + cols)  # in flight with the copies
-    todo = gl.load(marks + r0 // MARK) != ep
-    gl.thread_barrier()
-    if todo:
-        m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
-        if PRE:
-            pre = chunks._reinterpret(gl.float32, [BV, K], SMEM_PRE)
-            br = gl.expand_dims(gl.arange(0, BV, layout=gl.SliceLayout(1, CP2)), 1)
-            p_pre = ckpt + (r0 + br) * K + kc
-            async_copy.async_copy_global_to_shared(pre, p_pre + BV * K)  # block 1
-            async_copy.commit_group()
-        async_copy.wait_group(1 if PRE else 0)
-        gl.thread_barrier()
-        ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
-        vs_rows = vs._reinterpret(rv.dtype.element_ty, [L, BVP], ROWS1)
-        gs_rows = gs._reinterpret(gl.float32, [L, 1], ROWS1)
-        bs_rows = bs_._reinterpret(gl.float32, [L, 1], ROWS1)
-        for blk in gl.static_range(BVP // BV):
-            p = ckpt + gl.expand_dims(rows0 + blk * BV, 1) * K + cols
-            if blk == 0:
-                h = h0
-            elif PRE:
-                async_copy.wait_group(0)
-                gl.thread_barrier()
-                h = pre.load(TILE)
-                gl.thread_barrier()  # every warp holds its rows: the buffer takes the next block
-                if blk + 1 < BVP // BV:
-                    async_copy.async_copy_global_to_shared(pre, p_pre + (blk + 1) * BV * K)
-                    async_copy.commit_group()
-            else:
-                h = gl.load(p)
-            h = _fold_staged(h, ks_rows, vs_rows, gs_rows, bs_rows, n, blk * BV, BV, TILE)
-            gl.store(p, h)
-            mark = marks + (r0 + blk * BV) // MARK
-            gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
-
-
-@jit
-def _fold_staged(h, ks, vs, gs, bs, n, row0: tl.constexpr, BV: tl.constexpr, TILE: tl.constexpr):
-    """``_fold_records`` with the keys, values, gates and betas read from shared memory (records in logical
-    order); the same pinned ``_update`` on the same data, so bitwise the same states."""
-    ONE: tl.constexpr = gl.SliceLayout(1, TILE)
-    for j in range(0, n):
-        g = gl.sum(gs.index(j).load(ONE), axis=0)
-        beta = gl.sum(bs.index(j).load(ONE), axis=0)
-        khat = gl.expand_dims(ks.index(j).load(gl.SliceLayout(0, TILE)), 0)
-        v = vs.index(j).slice(row0, BV).load(gl.SliceLayout(1, TILE)).to(gl.float32)
-        h = _update(h, khat, v, gl.exp(g), beta)
-    return h
 
 
 @jit
