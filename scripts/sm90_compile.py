@@ -55,7 +55,7 @@ class _Sm90Driver:
 
 _driver.set_active(_Sm90Driver())
 
-from replayssm.ops import _common, fold_ahead, launch, verify  # noqa: E402
+from replayssm.ops import _common, fold_ahead, launch, verify, verify_launch  # noqa: E402
 
 COMPILED: dict[str, object] = {}
 
@@ -103,12 +103,14 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
     _common.use_triton = lambda impl, *t: True  # CPU tensors, real kernels
     verify.use_triton = _common.use_triton
     launch.sm_count = lambda device: 132
-    verify.use_tensor_cores = lambda device: os.environ.get("REPLAYSSM_VERIFY_TC", "1") != "0"
-    pdl = os.environ.get("REPLAYSSM_VERIFY_PDL", "")  # as verify.use_pdl decides on an sm_90 device
-    verify.use_pdl = lambda programs, device: pdl == "1" or (pdl == "" and programs < verify.ONE_LAUNCH_PER_SM * 132)
+    verify_launch.use_tensor_cores = lambda device: os.environ.get("REPLAYSSM_VERIFY_TC", "1") != "0"
+    pdl = os.environ.get("REPLAYSSM_VERIFY_PDL", "")  # as verify_launch.use_pdl decides on an sm_90 device
+    verify_launch.use_pdl = lambda programs, device: (
+        pdl == "1" or (pdl == "" and programs < verify_launch.ONE_LAUNCH_PER_SM * 132)
+    )
     verify._window_prep_kernel = _capture("prep", verify._window_prep_kernel)
     verify._gdn_replay_verify_kernel = _capture("verify", verify._gdn_replay_verify_kernel)
-    verify._MAXNREG = {"maxnreg": 128}
+    verify_launch.MAXNREG = {"maxnreg": 128}
     N = B * T
     q = torch.randn(N, H, K, dtype=dtype)
     k = torch.randn(N, H, K, dtype=dtype)

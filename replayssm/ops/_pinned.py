@@ -10,6 +10,9 @@ row's arithmetic, so launches may size their programs freely; the K-split may ne
 kernel without the others (docs/kernels.md). Eight K-lanes rather than four (2026-12-02): a row's
 chain is half as long and a thread holds twice the rows for the same registers, so a record's update
 has twice the independent work to hide its latency (fold -13% per record on an H200, bench/NOTES.md).
+The butterfly leaves every row's sum in every lane; a reduce-scatter of the same pairs (each lane
+finishing one row: 224 instead of 248 instructions a record) was bitwise and 30% slower, its dependent
+chain longer at the register cap (bench/NOTES.md, fourteenth session).
 
 The contract, per record (``e = exp(g)``, ``k^`` the normalised key, in the order of docs/design.md, "the math"):
 ``h *= e; r = (v - sum_K(h * k^)) * beta; h += k^ (x) r``.

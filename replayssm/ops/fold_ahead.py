@@ -160,15 +160,15 @@ _SMEM_H = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])  # state rows read on the pin
 
 def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.device) -> bool:
     """Whether a commit of ``batch`` rows should fold ahead (``gdn_fold_ahead``): where the next verify runs in one
-    wave of main-kernel programs (fewer than ``verify.ONE_LAUNCH_PER_SM`` per SM) over windows of 2 to 4 tokens with
-    at most ``verify.ONE_LAUNCH_HISTORY`` history dots (``L x 2T``), i.e. where it runs in one launch and its folding
-    programs are its critical path. Not for plain decode (T=1): every row accepts one token a step, so the rows fold
-    together and the fold is throughput-bound inside the verify too (H200, B=8: 15.0 us a step there, 15.8 ahead). A
-    batch that fills the GPU keeps the fold inside the verify, which then reads the checkpoint once for both; so do
-    long windows, which fold often (at T=8, L=16 every step): folding ahead would add a read of most checkpoints.
-    Never on the CPU, where the ops run as PyTorch references and nothing waits on a wave. ``REPLAYSSM_FOLD_AHEAD=0``
-    / ``=1`` forces either way (benchmarks, tests)."""
-    from .verify import ONE_LAUNCH_HISTORY, ONE_LAUNCH_PER_SM
+    wave of main-kernel programs (fewer than ``verify_launch.ONE_LAUNCH_PER_SM`` per SM) over windows of 2 to 4
+    tokens with at most ``verify_launch.ONE_LAUNCH_HISTORY`` history dots (``L x 2T``), i.e. where it runs in one
+    launch and its folding programs are its critical path. Not for plain decode (T=1): every row accepts one token a
+    step, so the rows fold together and the fold is throughput-bound inside the verify too (H200, B=8: 15.0 us a step
+    there, 15.8 ahead). A batch that fills the GPU keeps the fold inside the verify, which then reads the checkpoint
+    once for both; so do long windows, which fold often (at T=8, L=16 every step): folding ahead would add a read of
+    most checkpoints. Never on the CPU, where the ops run as PyTorch references and nothing waits on a wave.
+    ``REPLAYSSM_FOLD_AHEAD=0`` / ``=1`` forces either way (benchmarks, tests)."""
+    from .verify_launch import ONE_LAUNCH_HISTORY, ONE_LAUNCH_PER_SM
 
     env = os.environ.get("REPLAYSSM_FOLD_AHEAD", "")
     if env not in ("", "0", "1"):

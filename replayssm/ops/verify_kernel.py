@@ -6,7 +6,7 @@ small to fill the GPU). Staged (``STAGED``), it reads its row of ``META`` (writt
 and then never waits on a dependent load again. In one launch (``STAGED`` off) it loads its request's slot and
 window bounds, then that slot's cursors (two round trips; the request's first program sets ``pending``), and
 computes its key head's window terms itself (``verify_window._window_terms``) while its first chunks are in
-flight; at one-wave batches it is a programmatic dependent launch (``PDL``, ``verify.use_pdl``):
+flight; at one-wave batches it is a programmatic dependent launch (``PDL``, ``verify_launch.use_pdl``):
 
 1. a flushing row first folds its history into the checkpoint (``verify_fold``), block by block on the
    pinned ``tile_layout`` with ``_update`` (bitwise the baseline), writes the blocks back and marks them

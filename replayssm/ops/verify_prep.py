@@ -1,4 +1,4 @@
-"""First launch of the staged ``gdn_replay_verify`` (``verify.one_launch`` off): everything of a window that does
+"""First launch of the staged ``gdn_replay_verify`` (``verify_launch.one_launch`` off): everything of a window that does
 not need the checkpoint.
 
 One program per (request, key head), ``prep_warps`` warps. What it stages lets the main kernel

@@ -81,11 +81,11 @@ def test_staged_and_one_launch_agree_bitwise_on_the_ring():
 
 
 def test_pdl_follows_the_wave_and_changes_no_bit():
-    """The one-launch verify's programmatic dependent launch (``verify.use_pdl``): on an sm_90+ GPU at a one-wave
+    """The one-launch verify's programmatic dependent launch (``verify_launch.use_pdl``): on an sm_90+ GPU at a one-wave
     batch (B=8 at HV=64), not at 31 waves (B=256); and a 30-step chain at B=8 (T=4, L=16, one launch, folds) with
     it and without gives torch.equal outputs, checkpoints and rings."""
     from replayssm.ops import launch
-    from replayssm.ops.verify import ONE_LAUNCH_PER_SM, use_pdl
+    from replayssm.ops.verify_launch import ONE_LAUNCH_PER_SM, use_pdl
 
     dev = torch.device("cuda")
     hopper = torch.cuda.get_device_capability() >= (9, 0)

@@ -10,7 +10,7 @@ import torch
 import triton.language as tl
 
 from replayssm.ops._gluon import INTERPRET, gl, jit
-from replayssm.ops.verify import _order_layout, fold_free_tail
+from replayssm.ops.verify_launch import fold_free_tail, order_layout
 from replayssm.ops.verify_prep import _order_rank
 
 
@@ -25,7 +25,7 @@ def _ranks_kernel(flags, ranks, B, free_tail, BP: tl.constexpr, OL: tl.constexpr
 def _ranks(flags: torch.Tensor, free_tail: float, warps: int = 1) -> torch.Tensor:
     B = flags.shape[0]
     ranks = torch.full((B,), -1, dtype=torch.int32, device=flags.device)
-    BP, layout = _order_layout(B, warps)  # the staging kernel runs 1, 2 or 4 warps (prep_warps)
+    BP, layout = order_layout(B, warps)  # the staging kernel runs 1, 2 or 4 warps (prep_warps)
     _ranks_kernel[(B,)](flags, ranks, B, free_tail, BP, layout, num_warps=warps)
     return ranks
 

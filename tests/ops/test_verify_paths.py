@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from replayssm.ops import gdn_replay_verify, launch
-from replayssm.ops.verify import _tensor_cores, one_launch, use_pdl, use_tensor_cores
+from replayssm.ops.verify_launch import one_launch, tensor_cores, use_pdl, use_tensor_cores
 from replayssm.ops.verify_prep import prep_warps
 from replayssm.ops.verify_window import dots_layout
 from tests.helpers.chain import Chain, call
@@ -29,15 +29,15 @@ def test_prep_warps_follow_the_number_of_programs():
 def test_tensor_cores_only_where_the_mma_tile_is_full(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_VERIFY_TC", raising=False)
     ln = launch.resolve("verify", 128, 64, CPU, split_small=True)  # 4 warps, 128 rows per program
-    assert _tensor_cores(ln, 4, 32, 2, CPU)[:2] == (True, 8)
-    assert _tensor_cores(ln, 8, 32, 2, CPU)[:2] == (True, 16)
-    assert _tensor_cores(ln, 2, 32, 2, CPU)[:2] == (False, 4)  # 2BT < 8 would leave MMA columns idle
-    assert _tensor_cores(ln, 4, 8, 4, CPU)[0] is False  # chunks narrower than one 16-column MMA step
-    assert _tensor_cores(ln, 16, 16, 1, CPU)[0] is False  # the dots leave through the chunk buffer: too small
+    assert tensor_cores(ln, 4, 32, 2, CPU)[:2] == (True, 8)
+    assert tensor_cores(ln, 8, 32, 2, CPU)[:2] == (True, 16)
+    assert tensor_cores(ln, 2, 32, 2, CPU)[:2] == (False, 4)  # 2BT < 8 would leave MMA columns idle
+    assert tensor_cores(ln, 4, 8, 4, CPU)[0] is False  # chunks narrower than one 16-column MMA step
+    assert tensor_cores(ln, 16, 16, 1, CPU)[0] is False  # the dots leave through the chunk buffer: too small
     small = launch.resolve("verify", 16, 64, CPU, split_small=True)
-    assert _tensor_cores(small, 4, 16, 1, CPU)[0] is (small.rows_per_program >= 16 * small.num_warps)
+    assert tensor_cores(small, 4, 16, 1, CPU)[0] is (small.rows_per_program >= 16 * small.num_warps)
     monkeypatch.setenv("REPLAYSSM_VERIFY_TC", "0")
-    assert use_tensor_cores(CPU) is False and _tensor_cores(ln, 4, 32, 2, CPU)[:2] == (False, 8)
+    assert use_tensor_cores(CPU) is False and tensor_cores(ln, 4, 32, 2, CPU)[:2] == (False, 8)
 
 
 def test_one_launch_follows_the_window_and_the_batch(monkeypatch):
