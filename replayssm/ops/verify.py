@@ -171,7 +171,7 @@ def gdn_replay_verify(
     c = ring.cursors
     L = ring.L
     dev = q.device
-    vl = verify_launch  # the launch-time choices, looked up at call time (benchmarks and tests patch them there)
+    vl = verify_launch  # the launch-time choices, looked up at call time (scripts/sm90_compile.py patches them)
     staged = not vl.one_launch(BT, L, B * HV, dev)
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     pdl = vl.use_pdl(HV * B * ln.programs_per_head, dev) and not staged  # (before any launch: it checks a switch)

@@ -3,9 +3,9 @@
 Staged (``verify_prep`` then the main kernel) or in one main launch (``one_launch``); the window dots on tensor cores
 or FMA rows (``tensor_cores``); a programmatic dependent launch (``use_pdl``); the staged order's fold-free tail
 (``fold_free_tail``); the layouts and shared-memory swizzles of the prep and main kernels; their register cap. None of
-these enter the arithmetic of a committed state (the fold's pinned update is the same in every choice); each is
-chosen for speed on an H200, with the measurement in its docstring, and the environment switches force them for
-benchmarks and tests.
+these enter the arithmetic of a committed state (the fold's pinned update is the same in every choice); each choice
+is made for speed on an H200, with the measurement behind it in its docstring (the layouts: docs/kernels.md and
+bench/NOTES.md), and the environment switches force them for benchmarks and tests.
 """
 
 from __future__ import annotations

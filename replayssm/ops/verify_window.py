@@ -1,7 +1,7 @@
 """The one-launch verify's window terms: the verify of a small batch or a short window in one main launch.
 
 ``gdn_replay_verify`` runs its main kernel (``verify_kernel``) in one of two ways (``one_launch`` in
-``ops/verify.py`` chooses):
+``ops/verify_launch.py`` chooses):
 
 - staged: ``verify_prep`` computes a window's terms once per key head, in a launch of its own, and the main
   kernel reads them;

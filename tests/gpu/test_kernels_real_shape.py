@@ -46,7 +46,7 @@ def _chain_under(env: dict, S: int, seed: int, steps: int):
 @pytest.mark.parametrize("one", ["0", "1"], ids=["staged", "one-launch"])
 def test_verify_matches_reference(one, monkeypatch):
     """Varlen windows, a padding row, and a mix of flushing and reconstructing rows in one call; staged and in one
-    launch (ops/verify.py, ``one_launch``)."""
+    launch (ops/verify_launch.py, ``one_launch``)."""
     monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", one)
     c = _chain_with_history(12, seed=3)
     c.ring.cursors.flush[:4] = 1
