@@ -82,12 +82,18 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
 @jit
 def _fold_staged(h, ks, vs, gs, bs, n, row0: tl.constexpr, BV: tl.constexpr, TILE: tl.constexpr):
     """``_fold_records`` with the keys, values, gates and betas read from shared memory (records in logical
-    order); the same pinned ``_update`` on the same data, so bitwise the same states."""
+    order); the same pinned ``_update`` on the same data, so bitwise the same states. A record's decay ``exp(g)``
+    and beta are read one record ahead, so that no update waits for its gate's load (ncu: the most-sampled
+    instruction of the loop was ``g * log2(e)`` waiting for it; bench/NOTES.md, fourteenth session)."""
     ONE: tl.constexpr = gl.SliceLayout(1, TILE)
+    e_n = gl.exp(gl.sum(gs.index(0).load(ONE), axis=0))  # (read even when n == 0: shared memory, never used)
+    b_n = gl.sum(bs.index(0).load(ONE), axis=0)
     for j in range(0, n):
-        g = gl.sum(gs.index(j).load(ONE), axis=0)
-        beta = gl.sum(bs.index(j).load(ONE), axis=0)
+        e, beta = e_n, b_n
+        jn = gl.minimum(j + 1, n - 1)  # the next record (the last one again at the end)
+        e_n = gl.exp(gl.sum(gs.index(jn).load(ONE), axis=0))
+        b_n = gl.sum(bs.index(jn).load(ONE), axis=0)
         khat = gl.expand_dims(ks.index(j).load(gl.SliceLayout(0, TILE)), 0)
         v = vs.index(j).slice(row0, BV).load(gl.SliceLayout(1, TILE)).to(gl.float32)
-        h = _update(h, khat, v, gl.exp(g), beta)
+        h = _update(h, khat, v, e, beta)
     return h
