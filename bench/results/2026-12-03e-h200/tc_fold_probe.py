@@ -85,6 +85,40 @@ def _pinned_kernel(S, KS, VS, GS, BS, n, HV: tl.constexpr, K: tl.constexpr, BV: 
 
 
 @jit
+def _pinned2_kernel(S, KS, VS, GS, BS, n, HV: tl.constexpr, K: tl.constexpr, BV: tl.constexpr, NR: tl.constexpr,
+                    TILE: tl.constexpr, SM: tl.constexpr, R1: tl.constexpr):  # fmt: skip
+    """``_pinned_kernel`` with a whole head (two 64-row blocks, one after the other) per program, as the verify."""
+    pid = gl.program_id(0)
+    hv = pid % HV
+    req = pid // HV
+    kh = req * (HV // 4) + hv // 4
+    vh = req * HV + hv
+    ks = gl.allocate_shared_memory(gl.float32, [NR, K], SM)
+    vs = gl.allocate_shared_memory(gl.float32, [NR, 2 * BV], SM)
+    gs = gl.allocate_shared_memory(gl.float32, [NR, 1], SM)
+    bs = gl.allocate_shared_memory(gl.float32, [NR, 1], SM)
+    CP: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [WC, 1], [1, 0])
+    j = gl.expand_dims(gl.arange(0, NR, layout=gl.SliceLayout(1, CP)), 1)
+    kc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP)), 0)
+    ks.store(gl.load(KS + kh.to(gl.int64) * NR * K + j * K + kc))
+    vc = gl.expand_dims(gl.arange(0, 2 * BV, layout=gl.SliceLayout(0, CP)), 0)
+    vs.store(gl.load(VS + vh.to(gl.int64) * NR * 2 * BV + j * 2 * BV + vc))
+    z = gl.expand_dims(gl.arange(0, 1, layout=gl.SliceLayout(0, CP)), 0)
+    gs.store(gl.load(GS + vh * NR + j + z))
+    bs.store(gl.load(BS + vh * NR + j + z))
+    gl.thread_barrier()
+    rows = gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
+    cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
+    for b in gl.static_range(2):
+        p = S + (pid.to(gl.int64) * 2 + b) * BV * K + gl.expand_dims(rows, 1) * K + cols
+        h = gl.load(p)
+        h = _fold_staged(h, ks._reinterpret(gl.float32, [NR, K], R1), vs._reinterpret(gl.float32, [NR, 2 * BV], R1),
+                         gs._reinterpret(gl.float32, [NR, 1], R1), bs._reinterpret(gl.float32, [NR, 1], R1), n,
+                         b * BV, BV, TILE)  # fmt: skip
+        gl.store(p, h)
+
+
+@jit
 def _hilo(x):
     hi = (x.to(gl.int32, bitcast=True) & -8192).to(gl.float32, bitcast=True)
     return hi, x - hi
@@ -283,6 +317,9 @@ def _launchers(t, progs, NR, TS):
     def pinned(S):
         _pinned_kernel[(progs,)](S, t["k"], t["v"], t["g"], t["beta"], NR, HV, K, BV, 16, tile, UNSW, ROWS1, **kw)
 
+    def pinned2(S):
+        _pinned2_kernel[(progs // 2,)](S, t["k"], t["v"], t["g"], t["beta"], NR, HV, K, BV, 16, tile, UNSW, ROWS1, **kw)
+
     def chunk(hl):
         def go(S):
             _chunk_kernel[(progs,)](S, t["k"], t["v"], t["g"], t["beta"], t["A"], nsp, HV, K, BV, 16, TS,
@@ -293,7 +330,15 @@ def _launchers(t, progs, NR, TS):
     def copy(S):
         _copy_kernel[(progs,)](S, O, K, BV, tile, num_warps=W)
 
-    return [("copy", copy), ("pinned", pinned), ("chunk", chunk(False)), ("chunk_hl", chunk(True))]
+    if os.environ.get("PINNED_ONLY"):
+        return [("copy", copy), ("pinned", pinned), ("pinned2", pinned2)]
+    return [
+        ("copy", copy),
+        ("pinned", pinned),
+        ("pinned2", pinned2),
+        ("chunk", chunk(False)),
+        ("chunk_hl", chunk(True)),
+    ]
 
 
 HV = 64
@@ -358,7 +403,10 @@ def main():
                         f.write(sm90_compile.sass(b))
         return
     rows = []
-    for B, NR, TS in ((256, 12, 3), (256, 12, 4), (256, 12, 1), (256, 12, 2), (64, 12, 3)):
+    points = ((256, 12, 3), (256, 12, 4), (256, 12, 1), (256, 12, 2), (64, 12, 3))
+    if os.environ.get("PINNED_ONLY"):
+        points = ((256, 12, 3), (256, 15, 1), (128, 12, 3))
+    for B, NR, TS in points:
         r = run(B, NR, TS)
         rows.append(r)
         print(json.dumps(r), flush=True)
