@@ -45,6 +45,9 @@ DEFAULTS = {
     # (bench/results/2026-12-02-h200/rec_sweep.json).
     "recurrent": TileConfig(num_warps=2, rows_per_thread=2),
     "fold": TileConfig(num_warps=4, rows_per_thread=4),
+    # The verify takes whole heads (two 64-row fold blocks a program) at many-wave batches: 64-row programs streamed
+    # slower and folded no faster on an H200 (T=4, B=256: non-flush 313.5 -> 350.2 us, fold 42.4 -> 42.1 us a record;
+    # bench/results/2026-12-03e-h200/, run 4).
     "verify": TileConfig(num_warps=4, rows_per_thread=4, stages=2, k_chunk=32),
     # gdn_fold_ahead: four programs per head (one 32-row block each) so a small batch's folds spread over the GPU
     "fold_ahead": TileConfig(num_warps=4, rows_per_thread=2, rows_per_program=32),
