@@ -1,18 +1,19 @@
 """Probe (fifteenth session, issue 10): a fold whose rank-t update runs on tensor cores, per committed step.
 
-Not package code. Two kernels fold the same ``n`` records onto [64, 128] fp32 state blocks (B requests x 64 value
-heads x 2 blocks, every program reading and writing its block once):
+Not package code. Kernels fold the same ``n`` records onto [64, 128] fp32 state blocks (B requests x 64 value
+heads x 2 blocks, every block read and written once):
 
 - ``pinned``: today's loop (``verify_fold._fold_staged`` -> ``_pinned._update``): per record and element ``h *= e``,
-  the dot's FMA, the update's FMA, and the butterfly;
-- ``chunk``: the records taken a committed step (``TS`` records) at a time in the chunked delta-rule form,
+  the dot's FMA, the update's FMA, and the butterfly, a 64-row block per program;
+- ``pinned2``: the same loop with a whole head per program, its two blocks in turn (as in the verify);
+- ``chunk`` (and ``chunk_hl``, the keys' hi/lo parts split once when staged): the records taken a committed step (``TS`` records) at a time in the chunked delta-rule form,
   ``S <- e^{G_a} S + sum_r e^{G_a - G_r} u_r k_r^T`` with ``(I + A) u = beta (v - e^{G} S k)``: per step and element
   ``TS`` dot FMAs and one decay multiply on the FP32 pipe, the rank-``TS`` update as three TF32 ``mma.sync``
   products of hi/lo parts (fp32-accurate) accumulating into the state's registers (the MMA accumulator layout).
 
-Both are checked against a float64 PyTorch recurrence (they are different arithmetic: not bitwise to each other),
+Each is checked against a float64 PyTorch recurrence (they are different arithmetic: not bitwise to each other),
 then timed with CUDA events against a plain read+write of the same blocks. ``--sm90`` compiles both for sm_90 on a
-machine without a GPU and prints registers and spills.
+machine without a GPU and prints registers and spills. ``PINNED_ONLY=1`` times the two pinned kernels alone.
 """
 
 import argparse
