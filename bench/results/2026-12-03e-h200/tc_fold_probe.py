@@ -6,7 +6,8 @@ heads x 2 blocks, every block read and written once):
 - ``pinned``: today's loop (``verify_fold._fold_staged`` -> ``_pinned._update``): per record and element ``h *= e``,
   the dot's FMA, the update's FMA, and the butterfly, a 64-row block per program;
 - ``pinned2``: the same loop with a whole head per program, its two blocks in turn (as in the verify);
-- ``chunk`` (and ``chunk_hl``, the keys' hi/lo parts split once when staged): the records taken a committed step (``TS`` records) at a time in the chunked delta-rule form,
+- ``chunk`` (and ``chunk_hl``, the keys' hi/lo parts split once when staged): the records taken a committed step
+  (``TS`` records) at a time in the chunked delta-rule form,
   ``S <- e^{G_a} S + sum_r e^{G_a - G_r} u_r k_r^T`` with ``(I + A) u = beta (v - e^{G} S k)``: per step and element
   ``TS`` dot FMAs and one decay multiply on the FP32 pipe, the rank-``TS`` update as three TF32 ``mma.sync``
   products of hi/lo parts (fp32-accurate) accumulating into the state's registers (the MMA accumulator layout).
