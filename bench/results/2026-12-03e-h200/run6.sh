@@ -5,7 +5,7 @@ export TRITON_CACHE_DIR=/tmp/tc PYTHONUNBUFFERED=1
 P0=bench/results/2026-12-03-h200
 R=/tmp/r6; mkdir -p $R
 save() { tar -czf $OUT/run6.tgz -C /tmp r6; }
-export POINTS='[[4,16,256],[2,16,256],[4,16,128]]'
+export POINTS='[[4,16,256],[2,16,256]]'
 timeout 60 env REPLAYSSM_VERIFY_FOLD_DOTS=1 OUT=$R python3 $P0/ff_probe.py fd1 --save /tmp/base.pt > $R/ab_fd1.log 2>&1; grep "^fd1:" $R/ab_fd1.log
 timeout 60 env REPLAYSSM_VERIFY_FOLD_DOTS=0 OUT=$R python3 $P0/ff_probe.py fd0 --compare /tmp/base.pt > $R/ab_fd0.log 2>&1; grep "^fd0:" $R/ab_fd0.log
 save
