@@ -175,7 +175,6 @@ def gdn_replay_verify(
     staged = not vl.one_launch(BT, L, B * HV, dev)
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     pdl = vl.use_pdl(HV * B * ln.programs_per_head, dev) and not staged  # (before any launch: it checks a switch)
-    fd = vl.fold_dots(staged, BT)  # (likewise)
     if staged:
         META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
@@ -204,6 +203,6 @@ def gdn_replay_verify(
         BT, ln.rows, ln.rows_per_program, KC, vl.K_STEP, stages, ln.layout,
         *vl.main_layouts(ln, BT, KC), vl.SMEM, vl.chunk_smem(KC), vl.ROWS1, pre, vl.SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        vl.window_smem(tc, staged, BT), pdl, fd, num_warps=W, **vl.MAXNREG, **({"launch_pdl": True} if pdl else {}),
+        vl.window_smem(tc, staged, BT), pdl, num_warps=W, **vl.MAXNREG, **({"launch_pdl": True} if pdl else {}),
     )  # fmt: skip
     return o

@@ -11,15 +11,14 @@ from __future__ import annotations
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
 from ._gluon import async_copy, gl, jit
-from ._pinned import MARK, _dot_rows, _update
+from ._pinned import MARK, _update
 
 
 @jit
-def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, chunks, xs, p_x, dots,
-               BVP: tl.constexpr, BV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr,
-               TILE: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, ROWS1: tl.constexpr,
-               PRE: tl.constexpr, SMEM_PRE: tl.constexpr, SMEM: tl.constexpr, FD: tl.constexpr,
-               NXD: tl.constexpr):  # fmt: skip
+def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, chunks, BVP: tl.constexpr,
+               BV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr,
+               CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, ROWS1: tl.constexpr, PRE: tl.constexpr,
+               SMEM_PRE: tl.constexpr):  # fmt: skip
     """Fold the ``n`` history records into rows ``r0 .. r0 + BVP`` of one head's checkpoint (``BV``-row blocks
     of the pinned tile), unless they are already marked with this epoch.
 
@@ -29,13 +28,7 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
     every row it owns, so one marker tells for all of them. Every thread reads it before any thread writes one
     (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to read that block's
     marker, and the slow warp would skip its rows. With ``PRE`` the next block's state is copied into the
-    (idle) chunk buffer while the current block folds.
-
-    With ``FD`` (fold dots) the ``NXD`` window vectors (``p_x``: the staged ``X`` rows) arrive with the records,
-    unswizzled in ``xs``, and each folded block's ``S0 x`` dots are taken from its registers (the pinned row sum)
-    into ``dots`` ([NXD, BVP] fp32), so the program need not stream its folded tile back from L2 for its window.
-    Returns whether this launch folded (False where the marks say an earlier attempt of the step already did: the
-    program then streams its checkpoint as usual)."""
+    (idle) chunk buffer while the current block folds."""
     jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
     kc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
     async_copy.async_copy_global_to_shared(ks, rk + ((start + jk) & (L - 1)) * K + kc, mask=(jk < n) & (kc < K))
@@ -46,9 +39,6 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
     pg = (start + jg) & (L - 1)
     async_copy.async_copy_global_to_shared(gs, rg + pg, mask=jg < n)
     async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=jg < n)
-    if FD:
-        xsu = xs._reinterpret(gl.float32, [NXD, K], SMEM)
-        async_copy.async_copy_global_to_shared(xsu, p_x)
     async_copy.commit_group()
     rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
     cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
@@ -87,19 +77,6 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
             gl.store(p, h)
             mark = marks + (r0 + blk * BV) // MARK
             gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
-            if FD:
-                _block_dots(h, xs._reinterpret(gl.float32, [NXD, K], ROWS1),
-                            dots._reinterpret(gl.float32, [NXD, BVP], ROWS1), blk * BV, NXD, BV, TILE)  # fmt: skip
-    return todo
-
-
-@jit
-def _block_dots(h, xs_rows, dots_rows, row0: tl.constexpr, NXD: tl.constexpr, BV: tl.constexpr, TILE: tl.constexpr):
-    """``dots[i, row0 + r] = sum_K(h[r] x_i)`` for the ``NXD`` window vectors of ``xs_rows``: one folded block's
-    window products from its registers, each row summed as the pinned update sums its dot (``_dot_rows``)."""
-    for i in gl.static_range(NXD):
-        hb, xb = gl.broadcast(h, gl.expand_dims(xs_rows.index(i).load(gl.SliceLayout(0, TILE)), 0))
-        dots_rows.index(i).slice(row0, BV).store(_dot_rows(hb, xb))
 
 
 @jit

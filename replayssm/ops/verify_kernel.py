@@ -75,60 +75,6 @@ def _window_outputs(dk, dq, v_raw, live_e, tok, a_s, pt_s, eg, beta, BT: tl.cons
 
 
 @jit
-def _x_ptr(X, head, BT: tl.constexpr, K: tl.constexpr, CP2: tl.constexpr):
-    """Pointers of the staged window vectors ``X[head]`` ([2BT, K], ``CP2``)."""
-    x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
-    x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
-    return X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
-
-
-@jit
-def _stream_dots(chunks, xs, c_ptr, TC: tl.constexpr, NX: tl.constexpr, MMA: tl.constexpr, BVP: tl.constexpr,
-                 BT: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr, STAGES: tl.constexpr, NC: tl.constexpr,
-                 L3: tl.constexpr, EPI: tl.constexpr, SMEM: tl.constexpr):  # fmt: skip
-    """Step 2's stream: the ``S0 x`` dots of the 2BT window vectors (``xs``) as the checkpoint's chunks arrive in
-    ``chunks`` (their copies issued by the caller), returned as two [BVP, BT] tensors in ``EPI``."""
-    # S0 x for the window vectors, a chunk of K at a time: on tensor cores (three TF32 products of hi/lo parts,
-    # fp32-accurate) or as in-thread FMA rows.
-    if TC:
-        DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
-        DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=1)
-        acc = gl.zeros([BVP, NX], gl.float32, layout=MMA)
-    else:
-        acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
-        acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
-    for c in gl.static_range(NC):
-        async_copy.wait_group(STAGES - 1)
-        gl.thread_barrier()
-        buf = chunks.index(c % STAGES)
-        if TC:
-            for ks in gl.static_range(0, KC, 16):
-                a_hi, a_lo = _tf32_parts(buf.slice(ks, 16, dim=1).load(DA))  # [BVP, 16]
-                b_hi, b_lo = _tf32_parts(xs.slice(c * KC + ks, 16, dim=1).permute((1, 0)).load(DB))  # [16, NX]
-                acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
-                acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
-                acc = mma_v2(a_hi, b_hi, acc, input_precision="tf32")
-        else:
-            for ks in gl.static_range(0, KC, KS):
-                h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
-                xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))  # [BT, KS]
-                xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
-                acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
-                acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
-        gl.thread_barrier()  # every warp is done with this stage: refill it
-        if c + STAGES < NC:
-            async_copy.async_copy_global_to_shared(chunks.index(c % STAGES), c_ptr + (c + STAGES) * KC)
-        async_copy.commit_group()
-    if TC:  # to the window math's layout (a row per thread) through the (now idle) chunk buffer
-        acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)
-        acc_s.store(acc)
-        gl.thread_barrier()
-        acc_k = acc_s.slice(0, BT, dim=1).load(EPI)
-        acc_q = acc_s.slice(BT, BT, dim=1).load(EPI)
-    return acc_k, acc_q
-
-
-@jit
 def _gdn_replay_verify_kernel(
     q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, META,
     X, GA, GB, CW, slots, cu_seqlens, c_wp, c_base, c_flush, c_epoch, c_pending,
@@ -138,7 +84,7 @@ def _gdn_replay_verify_kernel(
     CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
-    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr, FD: tl.constexpr,
+    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
     if PDL:  # a programmatic dependent launch: wait for the kernel before to finish, then let the next one launch
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // $0", "=r", [],
@@ -183,10 +129,6 @@ def _gdn_replay_verify_kernel(
         fold_v = us._reinterpret(v.dtype.element_ty, [L, BVP], SMEM)  # ... and its values (folded before us fills)
     else:
         fold_v = gl.allocate_shared_memory(v.dtype.element_ty, [L, BVP], SMEM)
-    if FD:  # noqa: SIM108  (a folding row's window products from its folded blocks, verify_fold._block_dots)
-        dots = gl.allocate_shared_memory(gl.float32, [2 * BT, BVP], SMEM)
-    else:
-        dots = xs  # not used
     fold_g = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... its gates
     fold_b = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... and its betas
 
@@ -215,19 +157,14 @@ def _gdn_replay_verify_kernel(
         rk = ring_k + (s64 * H + i_h) * L * K
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
-        fdone = fl * 0  # 1 where this launch folded with FD: the window's products are in ``dots``
         if fl != 0:  # 1. fold (once per epoch), then an empty history
             if STAGED:  # noqa: SIM108  (a constexpr branch: only one load is compiled)
                 ep = gl.load(mb + 6)
             else:
                 ep = gl.load(c_epoch + slot)
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-            p_x = _x_ptr(X, req * H + i_h, BT, K, CP2)
-            folded = _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, xs,
-                                p_x, dots, BVP, BV, K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE, SMEM, FD,
-                                2 * BT)  # fmt: skip
-            if FD:
-                fdone = folded.to(gl.int32)
+            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, BVP, BV,
+                       K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
 
@@ -241,11 +178,13 @@ def _gdn_replay_verify_kernel(
             p_keys = rk + ((bs + jk) & (L - 1)) * K + kk
             async_copy.async_copy_global_to_shared(keys, p_keys, mask=(jk < n_hist) & (kk < K))
             async_copy.commit_group()
-        if fdone == 0:  # (a row folded with FD has its window's products already: nothing to stream)
-            async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
-            if STAGED:
-                p_x = _x_ptr(X, req * H + i_h, BT, K, CP2)
-                async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), p_x)
+        async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
+        if STAGED:
+            x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
+            x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
+            head = req * H + i_h
+            p_x = X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
+            async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), p_x)
         j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
         r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
         async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
@@ -258,8 +197,7 @@ def _gdn_replay_verify_kernel(
         async_copy.async_copy_global_to_shared(vw, v + (v_tok * HV + i_hv) * V + r2, mask=v_t < T)
         async_copy.commit_group()
         for st in gl.static_range(1, STAGES):
-            if fdone == 0:
-                async_copy.async_copy_global_to_shared(chunks.index(st), c_ptr + st * KC)
+            async_copy.async_copy_global_to_shared(chunks.index(st), c_ptr + st * KC)
             async_copy.commit_group()
         if STAGED:
             i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
@@ -273,15 +211,43 @@ def _gdn_replay_verify_kernel(
             _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h, i_hv, i_v, rk, rg, rb, xs,
                           keys, cs, ap_s, gb_s, H, HV, K, L, BT, STAGES, ROWS, LG, CWG, LH, CWH)  # fmt: skip
 
-        if FD:
-            if fdone != 0:
-                dots_t = dots.permute((1, 0))  # [BVP, 2BT]
-                acc_k = dots_t.slice(0, BT, dim=1).load(EPI)
-                acc_q = dots_t.slice(BT, BT, dim=1).load(EPI)
-            else:
-                acc_k, acc_q = _stream_dots(chunks, xs, c_ptr, TC, NX, MMA, BVP, BT, KC, KS, STAGES, NC, L3, EPI, SMEM)
+        # S0 x for the window vectors, a chunk of K at a time: on tensor cores (three TF32 products of hi/lo parts,
+        # fp32-accurate) or as in-thread FMA rows.
+        if TC:
+            DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
+            DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=1)
+            acc = gl.zeros([BVP, NX], gl.float32, layout=MMA)
         else:
-            acc_k, acc_q = _stream_dots(chunks, xs, c_ptr, TC, NX, MMA, BVP, BT, KC, KS, STAGES, NC, L3, EPI, SMEM)
+            acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+            acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+        for c in gl.static_range(NC):
+            async_copy.wait_group(STAGES - 1)
+            gl.thread_barrier()
+            buf = chunks.index(c % STAGES)
+            if TC:
+                for ks in gl.static_range(0, KC, 16):
+                    a_hi, a_lo = _tf32_parts(buf.slice(ks, 16, dim=1).load(DA))  # [BVP, 16]
+                    b_hi, b_lo = _tf32_parts(xs.slice(c * KC + ks, 16, dim=1).permute((1, 0)).load(DB))  # [16, NX]
+                    acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
+                    acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
+                    acc = mma_v2(a_hi, b_hi, acc, input_precision="tf32")
+            else:
+                for ks in gl.static_range(0, KC, KS):
+                    h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
+                    xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))  # [BT, KS]
+                    xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
+                    acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
+                    acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
+            gl.thread_barrier()  # every warp is done with this stage: refill it
+            if c + STAGES < NC:
+                async_copy.async_copy_global_to_shared(chunks.index(c % STAGES), c_ptr + (c + STAGES) * KC)
+            async_copy.commit_group()
+        if TC:  # to the window math's layout (a row per thread) through the (now idle) chunk buffer
+            acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)
+            acc_s.store(acc)
+            gl.thread_barrier()
+            acc_k = acc_s.slice(0, BT, dim=1).load(EPI)
+            acc_q = acc_s.slice(BT, BT, dim=1).load(EPI)
 
         # 3. The history term, then the window.
         eh = gbv.slice(2, 1, dim=0).load(EPI)  # [1, BT]: e^Gt

@@ -153,20 +153,6 @@ def use_pdl(programs: int, device: torch.device) -> bool:
     return env == "1" or programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
 
-def fold_dots(staged: bool, BT: int) -> bool:
-    """Whether a folding program takes its window's ``S0 x`` products from its folded blocks' registers
-    (``verify_fold._block_dots``, into a [2BT, rows] shared buffer) instead of streaming its folded tile back from L2
-    through the chunk pipeline: staged launches with windows of up to 4 tokens (the buffer, 4 KiB at T=4, still
-    leaves four programs per SM). ``REPLAYSSM_VERIFY_FOLD_DOTS=0`` / ``=1`` forces it off / on (benchmarks); any
-    other value raises ``ValueError``. The committed state does not depend on it."""
-    env = os.environ.get("REPLAYSSM_VERIFY_FOLD_DOTS", "")
-    if env not in ("", "0", "1"):
-        raise ValueError(f"REPLAYSSM_VERIFY_FOLD_DOTS must be 0, 1 or unset, got {env!r}")
-    if env:
-        return env == "1" and staged
-    return staged and BT <= 4
-
-
 def chunk_smem(KC: int):
     """[rows, KC] fp32 chunks, 16-byte vectors XOR-swizzled by row: a warp reading one vector of 8 consecutive
     rows touches every bank once."""

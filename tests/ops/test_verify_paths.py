@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from replayssm.ops import gdn_replay_verify, launch
-from replayssm.ops.verify_launch import fold_dots, one_launch, tensor_cores, use_pdl, use_tensor_cores
+from replayssm.ops.verify_launch import one_launch, tensor_cores, use_pdl, use_tensor_cores
 from replayssm.ops.verify_prep import prep_warps
 from replayssm.ops.verify_window import dots_layout
 from tests.helpers.chain import Chain, call
@@ -72,60 +72,7 @@ def test_programmatic_dependent_launch_only_on_a_gpu_or_when_forced(monkeypatch)
         use_pdl(512, CPU)
 
 
-def test_fold_dots_in_staged_launches_of_short_windows(monkeypatch):
-    """A folding program takes its window's products from its folded blocks in staged launches of windows up to 4
-    tokens (T=8's [16, rows] buffer would cost the fourth program per SM); the switch forces it, never into the
-    one-launch kernel, and a bad value is refused."""
-    monkeypatch.delenv("REPLAYSSM_VERIFY_FOLD_DOTS", raising=False)
-    assert fold_dots(True, 4) and fold_dots(True, 2) and fold_dots(True, 1)
-    assert not fold_dots(True, 8) and not fold_dots(False, 4)
-    monkeypatch.setenv("REPLAYSSM_VERIFY_FOLD_DOTS", "0")
-    assert not fold_dots(True, 4)
-    monkeypatch.setenv("REPLAYSSM_VERIFY_FOLD_DOTS", "1")
-    assert fold_dots(True, 8) and not fold_dots(False, 4)
-    monkeypatch.setenv("REPLAYSSM_VERIFY_FOLD_DOTS", "yes")
-    with pytest.raises(ValueError, match="REPLAYSSM_VERIFY_FOLD_DOTS must be 0, 1 or unset"):
-        fold_dots(True, 4)
-
-
-@pytest.mark.parametrize("T, L", [(4, 8), (2, 8)])
-def test_fold_dots_on_and_off_agree(T, L, monkeypatch, device):
-    """The staged verify with a folding program's window products from its folded blocks (on) or from the stream of
-    its folded tile (off), over a chain of steps with folds: checkpoints and the ring's keys, gates and betas bitwise
-    equal (the fold is the same), outputs and update vectors close (the products are summed in another order). Every
-    step runs its verify twice with the switch on: the retry finds its rows folded already and streams instead, and
-    gives what the first attempt gave."""
-    H, HV, K, V, S = 2, 4, 32, 32, 3
-    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "0")
-    runs = {}
-    for fd in ("0", "1"):
-        monkeypatch.setenv("REPLAYSSM_VERIFY_FOLD_DOTS", fd)
-        c = Chain(S, H, HV, K, V, T=T, L=L, dtype=torch.float32, device=device, impl="triton", seed=5)
-        rng = torch.Generator().manual_seed(9)
-        outs = []
-        for _ in range(2 * L // T + 1):
-            lens = [int(torch.randint(1, T + 1, (1,), generator=rng)) for _ in range(S)]
-            out = c.verify([2, 0, 1], lens)[1].clone()
-            if fd == "1":  # the same step again, as a retry after a failure would run it
-                retry = call(gdn_replay_verify, c.last_inputs, checkpoint=c.checkpoint, ring=c.ring, slots=c.slots,
-                             impl="triton")  # fmt: skip
-                assert rel_err(retry, out) < 1e-5
-            outs.append(out)
-            c.commit([int(torch.randint(1, n + 1, (1,), generator=rng)) for n in lens])
-        runs[fd] = (c, outs)
-    (c0, o0), (c1, o1) = runs["0"], runs["1"]
-    assert c0.flushes > 0 and c0.flushes == c1.flushes
-    assert torch.equal(c0.checkpoint, c1.checkpoint)
-    for name in ("k", "g", "beta"):
-        assert torch.equal(getattr(c0.ring, name).nan_to_num(), getattr(c1.ring, name).nan_to_num()), name
-    assert rel_err(c0.ring.u.nan_to_num(), c1.ring.u.nan_to_num()) < 1e-5
-    for a, b in zip(o0, o1):
-        assert rel_err(a, b) < 1e-5
-
-
-@pytest.mark.parametrize(
-    "switch", ["REPLAYSSM_VERIFY_ONE_LAUNCH", "REPLAYSSM_VERIFY_PDL", "REPLAYSSM_VERIFY_FOLD_DOTS"]
-)
+@pytest.mark.parametrize("switch", ["REPLAYSSM_VERIFY_ONE_LAUNCH", "REPLAYSSM_VERIFY_PDL"])
 def test_a_bad_launch_switch_is_refused_before_anything_is_written(monkeypatch, device, switch):
     """The switch is read after the arguments are checked and before the first launch: the call raises and the
     checkpoint, ring and cursors are as they were."""
