@@ -141,14 +141,29 @@ def _shim() -> types.SimpleNamespace:
 
 
 def _async_copy_shim() -> types.SimpleNamespace:
-    """``cp.async`` for the interpreter: a plain load stored into the (emulated) shared memory."""
+    """``cp.async`` for the interpreter, with the GPU's ordering: a copy reads global memory when it is issued but
+    lands in the (emulated) shared memory only when a ``wait_group`` covers its commit group, as on the GPU, where
+    nothing else orders it. A kernel that reads a buffer before waiting for the copy into it therefore reads what
+    was there before (NaN in a fresh buffer), in the CPU tests as on a GPU, instead of the interpreter hiding the
+    missing wait (bench/NOTES.md, fifteenth session: such a wait, missed, passed every CPU test and failed on the
+    H200). Copies of groups never waited for never land."""
+    open_group: list = []  # copies issued since the last commit
+    committed: list = []  # committed groups, oldest first, not yet waited for
 
     def copy(smem, pointer, mask=None, cache_modifier="", eviction_policy="", volatile=False):
-        smem.store(tl.load(pointer, mask=mask, other=0) if mask is not None else tl.load(pointer))
+        open_group.append((smem, tl.load(pointer, mask=mask, other=0) if mask is not None else tl.load(pointer)))
 
-    return types.SimpleNamespace(
-        async_copy_global_to_shared=copy, commit_group=lambda: None, wait_group=lambda num_outstanding=0: None
-    )
+    def commit_group():
+        committed.append(list(open_group))
+        open_group.clear()
+
+    def wait_group(num_outstanding=0):
+        keep = max(0, _unwrap(num_outstanding))
+        while len(committed) > keep:
+            for smem, value in committed.pop(0):
+                smem.store(value)
+
+    return types.SimpleNamespace(async_copy_global_to_shared=copy, commit_group=commit_group, wait_group=wait_group)
 
 
 def _mma_v2_shim(a, b, acc, input_precision=None):
