@@ -7,8 +7,8 @@ D=bench/results/2026-12-03e-h200
 R=/tmp/r5; mkdir -p $R
 save() { tar -czf $OUT/run5.tgz -C /tmp r5; }
 export POINTS='[[4,16,256],[1,16,256]]'
-timeout 70 env OUT=$R python3 $D/ff_probe_bypass.py w --save /tmp/base.pt > $R/ab_w.log 2>&1; grep "^w:" $R/ab_w.log
-timeout 70 env PROBE_SKIPW=1 GATE_BYPASS=1 OUT=$R python3 $D/ff_probe_bypass.py skipw --compare /tmp/base.pt > $R/ab_skipw.log 2>&1; grep "^skipw:" $R/ab_skipw.log
+timeout 70 env OUT=$R python3 bench/results/2026-12-03-h200/ff_probe.py w --save /tmp/base.pt > $R/ab_w.log 2>&1; grep "^w:" $R/ab_w.log
+timeout 70 env PROBE_SKIPW=1 GATE_BYPASS=1 OUT=$R python3 bench/results/2026-12-03-h200/ff_probe.py skipw --compare /tmp/base.pt > $R/ab_skipw.log 2>&1; grep "^skipw:" $R/ab_skipw.log
 save
 timeout 150 env PINNED_ONLY=1 python3 $D/tc_fold_probe.py --out $R > $R/pinned_probe.log 2>&1; tail -4 $R/pinned_probe.log
 save
