@@ -24,6 +24,7 @@ from ..ops import (
     GDNShape,
     RingLayers,
     fold_ahead_pays,
+    fold_phase_pays,
     gdn_exact_fold,
     gdn_fold_ahead,
     gdn_recurrent,
@@ -182,9 +183,9 @@ class RecurrentDecode(RecurrentStep):
 
 
 class ReplayStep:
-    """ReplaySSM: verify from checkpoint + ring for every layer, then one device-side cursor commit (and, for a batch
-    that fits in one wave of the verify's programs, the fold of every layer of the rows that will flush next,
-    ``gdn_fold_ahead``, as the pool's commit does)."""
+    """ReplaySSM: verify from checkpoint + ring for every layer, then one device-side cursor commit (with the fold
+    phase where ``fold_phase_pays``, and, for a batch that fits in one wave of the verify's programs, the fold of every
+    layer of the rows that will flush next, ``gdn_fold_ahead``, as the pool's commit does)."""
 
     def __init__(self, case: StepCase):
         self.case, self.x, self.accept = case, case.inputs, case.accept
@@ -195,6 +196,7 @@ class ReplayStep:
                                                window=case.T, dtype=case.dtype, device=dev)  # fmt: skip
         self.cursors, self.rings = self.ring_layers.cursors, self.ring_layers.layers
         self.fold_ahead = fold_ahead_pays(case.B, geo.HV, case.T, case.L, dev)
+        self.fold_phase = fold_phase_pays(case.B, geo.HV, case.T, dev)
         self.outputs = _outputs(case)
 
     @classmethod
@@ -208,7 +210,7 @@ class ReplayStep:
                               checkpoint=self.checkpoint[layer], ring=self.rings[layer], slots=x["slots"],
                               cu_seqlens=x["cu_seqlens"], out=self.outputs[layer], validate=False)  # fmt: skip
         if self.commit:
-            ring_commit(self.cursors, x["slots"], self.accept(), validate=False)
+            ring_commit(self.cursors, x["slots"], self.accept(), fold_phase=self.fold_phase, validate=False)
             if self.fold_ahead:
                 gdn_fold_ahead(self.checkpoint, self.ring_layers, x["slots"], validate=False)
         else:  # a frozen step still ends its epoch, as a commit would, so a flushing row folds every time

@@ -5,7 +5,7 @@ tensors, or Triton on CPU when ``REPLAYSSM_IMPL=triton`` with ``TRITON_INTERPRET
 or "reference". Each ``*_reference`` has the same signature and the same effects.
 """
 
-from .cursors import ring_commit, ring_commit_reference, ring_mark_folded, ring_reset
+from .cursors import fold_phase_pays, ring_commit, ring_commit_reference, ring_mark_folded, ring_reset
 from .fold import gdn_exact_fold, gdn_exact_fold_reference
 from .fold_ahead import fold_ahead_pays, gdn_fold_ahead, gdn_fold_ahead_reference
 from .gating import gdn_gating, gdn_gating_reference
@@ -23,6 +23,7 @@ __all__ = [
     "RingCursors",
     "RingLayers",
     "fold_ahead_pays",
+    "fold_phase_pays",
     "gdn_exact_fold",
     "gdn_exact_fold_reference",
     "gdn_fold_ahead",

@@ -4,9 +4,26 @@ Each is one tiny kernel with one program per batch row; no value is read back to
 ``validate=True`` asks for the value checks), so a whole speculative step can be captured in a
 CUDA graph. They take either a ``Ring`` or its shared ``RingCursors``. Every one of them advances
 the slot's ``epoch``, which retires the fold markers of the step that just ended (``ring.py``).
+
+**The fold phase** (rings of window 1, plain decode, over batches of many waves). The commit sets ``flush`` when the
+next window might not fit (``write_pos + 2 * window > L``). Rows of window 1 that start together (a batch admitted
+at once, the kernel bench's plain-decode point) would then all fold in the same step, one step in ``L - 1``, and a
+step where every row folds cannot hide the folds' arithmetic under other rows' streams. With ``fold_phase`` a
+window-1 row also folds early, once its history is non-empty, at the commit whose new ``epoch`` satisfies
+``(epoch + slot) % (L - 1) == 0``: its *fold phase*. At window 1 the epoch advances once per step, so from its first
+fold on a row folds every ``L - 1`` steps, as before, but rows of different slots fold in different steps.
+``fold_phase_pays`` says when to ask for it: a batch of many waves of verify programs gains (H200, B=256, L=16,
+Qwen3.5-122B geometry, bench/NOTES.md, seventeenth session: 312.8 / 326.3 us per layer-step with every row folding
+in the same step, 301.8 / 302.7 with the phases spread), a batch of one wave would lose (its step waits for its
+slowest program, so it should fold all its rows in one step, not a few in every step). Windows of 2 or more keep
+the capacity rule alone: their acceptance spreads their folds already, and an early fold there costs an extra
+checkpoint write. Where a fold happens never changes the committed state (the fold replays the same records
+through the same update, in order).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -19,7 +36,7 @@ from .ring import Ring, RingCursors
 
 @triton.jit
 def _ring_commit_kernel(slots, num_accepted, write_pos, base, flush, pending, epoch, L: tl.constexpr,
-                        T: tl.constexpr):  # fmt: skip
+                        T: tl.constexpr, PHASE: tl.constexpr):  # fmt: skip
     i = tl.program_id(0)
     slot = tl.load(slots + i)
     if slot >= 0:
@@ -30,11 +47,15 @@ def _ring_commit_kernel(slots, num_accepted, write_pos, base, flush, pending, ep
         # A verify that folded emptied the history: its window starts the new history.
         new_base = tl.where(fl != 0, (bs + wp) & (L - 1), bs)
         new_wp = tl.where(fl != 0, n, wp + n)
+        new_ep = tl.load(epoch + slot) + 1
+        fl_next = new_wp + 2 * T > L
+        if PHASE:  # the fold phase (module docstring), window 1 only
+            fl_next = fl_next | ((new_wp > 0) & ((new_ep + slot) % (L - 1) == 0))
         tl.store(base + slot, new_base)
         tl.store(write_pos + slot, new_wp)
-        tl.store(flush + slot, (new_wp + 2 * T > L).to(tl.int32))
+        tl.store(flush + slot, fl_next.to(tl.int32))
         tl.store(pending + slot, 0)
-        tl.store(epoch + slot, tl.load(epoch + slot) + 1)
+        tl.store(epoch + slot, new_ep)
 
 
 @triton.jit
@@ -66,7 +87,37 @@ def cursors_of(ring) -> RingCursors:
     raise TypeError(f"ring must be a Ring or RingCursors, got {type(ring).__name__}")
 
 
-def ring_commit_reference(ring, slots, num_accepted):
+FOLD_PHASE_WAVES = 8  # fold_phase_pays: the fewest waves of verify programs a batch spreads its folds over
+
+
+def fold_phase_pays(batch: int, HV: int, window: int, device: torch.device) -> bool:
+    """Whether a commit of ``batch`` rows should ask for the fold phase (module docstring): window 1 on a GPU, where
+    the verify's programs (one per row and value head) fill at least ``FOLD_PHASE_WAVES`` waves of
+    ``verify_launch.ONE_LAUNCH_PER_SM`` per SM. ``REPLAYSSM_FOLD_PHASE=0`` / ``=1`` forces either way (benchmarks,
+    tests); a window of 2 or more never uses it."""
+    from . import launch
+    from .verify_launch import ONE_LAUNCH_PER_SM
+
+    env = os.environ.get("REPLAYSSM_FOLD_PHASE", "")
+    if env not in ("", "0", "1"):
+        raise ValueError(f"REPLAYSSM_FOLD_PHASE must be 0, 1 or unset, got {env!r}")
+    if window != 1:
+        return False
+    if env:
+        return env == "1"
+    if device.type != "cuda":
+        return False
+    return batch * HV >= FOLD_PHASE_WAVES * ONE_LAUNCH_PER_SM * launch.sm_count(device)
+
+
+def fold_next(write_pos: int, epoch: int, slot: int, L: int, window: int, fold_phase: bool) -> bool:
+    """The commit's ``flush`` decision for a row left with ``write_pos`` records and ``epoch`` (both after the
+    commit): the capacity rule, and with ``fold_phase`` at window 1 the fold phase (module docstring)."""
+    full = write_pos + 2 * window > L
+    return full or (fold_phase and window == 1 and write_pos > 0 and (epoch + slot) % (L - 1) == 0)
+
+
+def ring_commit_reference(ring, slots, num_accepted, *, fold_phase: bool = False):
     """PyTorch reference of ``ring_commit`` (same effects)."""
     c = cursors_of(ring)
     for slot, n in zip(slots.tolist(), num_accepted.tolist()):
@@ -78,9 +129,9 @@ def ring_commit_reference(ring, slots, num_accepted):
         else:
             wp += n
         c.base[slot], c.write_pos[slot] = bs, wp
-        c.flush[slot] = int(wp + 2 * c.window > c.L)
-        c.pending[slot] = 0
         c.epoch[slot] += 1
+        c.flush[slot] = int(fold_next(wp, int(c.epoch[slot]), slot, c.L, c.window, fold_phase))
+        c.pending[slot] = 0
 
 
 def _check_rows(c: RingCursors, slots, num_accepted=None) -> None:
@@ -90,13 +141,16 @@ def _check_rows(c: RingCursors, slots, num_accepted=None) -> None:
         check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=dev)
 
 
-def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, validate: bool = True, impl: str = "auto"):
+def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, fold_phase: bool = False,
+                validate: bool = True, impl: str = "auto"):  # fmt: skip
     """Commit the last verify step: ``num_accepted[i]`` (bonus token included) records of row i's window.
 
     ring: ``Ring`` or ``RingCursors`` (cursors are shared by all layers: call once per step, after
     every layer's verify). slots: [B] int32, -1 = padding. num_accepted: [B] int32 in [1, pending].
     If the step folded (``flush`` set), ``base += write_pos; write_pos = n``; else ``write_pos += n``.
-    Then ``flush = write_pos + 2 * window > L``, ``pending = 0``, ``epoch += 1``. Mutates the cursors only.
+    Then ``epoch += 1``, ``pending = 0`` and ``flush = write_pos + 2 * window > L``; with ``fold_phase`` (use
+    ``fold_phase_pays``) a ring of window 1 also flushes when the row's history is non-empty and
+    ``(epoch + slot) % (L - 1) == 0`` (its fold phase: module docstring). Mutates the cursors only.
     With ``validate=True`` (skipped under graph capture) checks slot ids and that every row has a
     pending window and ``1 <= num_accepted <= pending``; nothing is written when a check fails.
     """
@@ -113,12 +167,14 @@ def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, valida
                 raise ValueError(f"slots: slot {slot} has no verified window to commit (verify first)")
             if not 1 <= n <= pending[slot]:
                 raise ValueError(f"num_accepted={n} for slot {slot} is outside [1, {pending[slot]}] (its window)")
+    if not isinstance(fold_phase, bool):
+        raise TypeError(f"fold_phase must be a bool, got {type(fold_phase).__name__}")
+    phase = fold_phase and c.window == 1
     if not use:
-        return ring_commit_reference(c, slots, num_accepted)
+        return ring_commit_reference(c, slots, num_accepted, fold_phase=phase)
     if slots.shape[0]:
-        _ring_commit_kernel[(slots.shape[0],)](
-            slots, num_accepted, c.write_pos, c.base, c.flush, c.pending, c.epoch, L=c.L, T=c.window, num_warps=1
-        )
+        _ring_commit_kernel[(slots.shape[0],)](slots, num_accepted, c.write_pos, c.base, c.flush, c.pending, c.epoch,
+                                               L=c.L, T=c.window, PHASE=phase, num_warps=1)  # fmt: skip
 
 
 def ring_mark_folded_reference(ring, slots, *, reset=False):

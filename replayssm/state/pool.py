@@ -18,6 +18,7 @@ from ..ops import (
     Ring,
     RingLayers,
     fold_ahead_pays,
+    fold_phase_pays,
     gdn_exact_fold,
     gdn_fold_ahead,
     gdn_recurrent,
@@ -207,9 +208,11 @@ class GDNStatePool:
         kind = self._kind
         if self.cfg.validate:
             kind = self.tracker.check_commit(ids, num_accepted).kind
-        ahead = self._folds_ahead(slots, kind)  # (before anything is written: it reads an environment switch)
+        ahead = self._folds_ahead(slots, kind)  # (before anything is written: these two read environment switches)
+        phase = self.cfg.backend == "replay" and fold_phase_pays(slots.shape[0], self.cfg.HV, self.cfg.window,
+                                                                 self.device)  # fmt: skip
         if self.cfg.backend == "replay":
-            ring_commit(self.cursors, slots, num_accepted, validate=False, impl=self.cfg.impl)
+            ring_commit(self.cursors, slots, num_accepted, fold_phase=phase, validate=False, impl=self.cfg.impl)
         elif kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
             commit_snapshots(self.checkpoint, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
         conv_commit(self.conv_state, self.conv_scratch, slots, num_accepted, impl=self.cfg.impl, validate=False)

@@ -74,7 +74,10 @@ class ParkedSlots:
             _expect(f"cursors[{name!r}]", self.cursors[name], (n,), torch.int32)
         L, T = cfg.ring_len, cfg.window
         wp, base, flush = (self.cursors[k].cpu().long() for k in _CURSORS)
-        bad = ((wp < 0) | (wp > L - T) | (base < 0) | (base >= L) | (flush != (wp + 2 * T > L).long())).nonzero()
+        full = (wp + 2 * T > L).long()  # flush is required; at window 1 it may also be set early (fold phase)
+        early = (flush == 1) & (wp > 0) if T == 1 else torch.zeros_like(wp, dtype=torch.bool)
+        bad = (wp < 0) | (wp > L - T) | (base < 0) | (base >= L) | ((flush != full) & ~early)
+        bad = bad.nonzero()
         if bad.numel():
             i = int(bad[0, 0])
             raise ValueError(f"ParkedSlots.cursors of parked slot {i} are not a ring state of L={L}, window={T}: "

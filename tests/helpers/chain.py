@@ -24,13 +24,14 @@ def call(fn, x, **kw):
 class Chain:
     """Baseline state + snapshots vs checkpoint + ring, one shared random stream of inputs."""
 
-    def __init__(self, S, H, HV, K, V, *, T, L, dtype, device, impl, seed=0, rng_device="cpu"):
+    def __init__(self, S, H, HV, K, V, *, T, L, dtype, device, impl, seed=0, rng_device="cpu", fold_phase=False):
         self.gen = torch.Generator(device=rng_device).manual_seed(seed)  # "cuda": fast inputs at real shapes
+        self.fold_phase = fold_phase  # ring_commit's (window 1: rows fold early, in their own phase)
         self.dims, self.T, self.dtype, self.device, self.impl = (S, H, HV, K, V), T, dtype, device, impl
         self.state = random_state(S, HV, V, K, device=device, gen=self.gen)  # baseline's committed states
         self.checkpoint = self.state.clone()
         self.ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=dtype, device=device)
-        self.flushes = 0
+        self.flushes = self.early_flushes = 0
         self.A_log = (torch.rand(HV, generator=self.gen, device=rng_device) * 2 - 1.5).to(device)
         self.dt_bias = (torch.randn(HV, generator=self.gen, device=rng_device) * 0.5).to(device)
 
@@ -44,7 +45,9 @@ class Chain:
         o_base = call(gdn_recurrent, x, state=self.state, slots=self.slots, snapshots=self.snaps,
                       update_state=False, impl=self.impl)  # fmt: skip
         live = [s for s in slots if s >= 0]
-        self.flushes += int(self.ring.cursors.flush[live].sum()) if live else 0
+        cur = self.ring.cursors
+        self.flushes += int(cur.flush[live].sum()) if live else 0
+        self.early_flushes += sum(int(cur.flush[s]) and int(cur.write_pos[s]) + 2 * self.T <= cur.L for s in live)
         o_replay = call(gdn_replay_verify, x, checkpoint=self.checkpoint, ring=self.ring, slots=self.slots,
                         impl=self.impl)  # fmt: skip
         self.last_inputs, self.last_out = x, o_replay
@@ -55,7 +58,7 @@ class Chain:
             if s >= 0:
                 self.state[s] = self.snaps[i, num_accepted[i] - 1]
         n = torch.tensor(num_accepted, dtype=torch.int32, device=self.device)
-        ring_commit(self.ring, self.slots, n, impl=self.impl)
+        ring_commit(self.ring, self.slots, n, fold_phase=self.fold_phase, impl=self.impl)
 
     def committed_replay(self, slots):
         """ReplaySSM committed state of ``slots``: checkpoint + pending history folded on a copy."""

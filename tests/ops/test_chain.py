@@ -12,9 +12,10 @@ from tests.helpers.gdn64 import rel_err
 OUT_BOUND = {torch.float32: 1e-4, torch.float16: 5e-3}
 
 
-def run_chain(*, group, T, L, dtype, device, impl, steps, num_slots=4, seed=0):
+def run_chain(*, group, T, L, dtype, device, impl, steps, num_slots=4, seed=0, fold_phase=False):
     H, K, V = 2, 16, 16
-    c = Chain(num_slots, H, H * group, K, V, T=T, L=L, dtype=dtype, device=device, impl=impl, seed=seed)
+    c = Chain(num_slots, H, H * group, K, V, T=T, L=L, dtype=dtype, device=device, impl=impl, seed=seed,
+              fold_phase=fold_phase)  # fmt: skip
     rng = torch.Generator().manual_seed(seed + 1)
     worst, wraps = 0.0, 0
     for _ in range(steps):
@@ -62,3 +63,14 @@ def test_reference_chain_bitwise(group, T, L, dtype):
     seed = group * 7 + T
     c, wraps = run_chain(group=group, T=T, L=L, dtype=dtype, device="cpu", impl="reference", steps=80, seed=seed)
     assert c.flushes >= 8 and wraps >= 4
+
+
+@pytest.mark.parametrize("impl", ["triton", "reference"])
+def test_decode_chain_with_the_fold_phase_bitwise(device, impl):
+    """Plain decode (window 1) with ``ring_commit(fold_phase=True)``: rows fold early, each in its own phase, and the
+    committed state is still torch.equal to the baseline's after every step (ops/cursors.py)."""
+    on_cpu_kernels = impl == "triton" and device == "cpu"
+    steps = 16 if on_cpu_kernels else 40
+    c, wraps = run_chain(group=1, T=1, L=8, dtype=torch.float32, device=device if impl == "triton" else "cpu",
+                         impl=impl, steps=steps, num_slots=4, seed=11, fold_phase=True)  # fmt: skip
+    assert c.early_flushes >= 2 and c.flushes > c.early_flushes and wraps >= 1

@@ -3,8 +3,9 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from replayssm.ops import RingCursors, ring_commit, ring_mark_folded, ring_reset
+from replayssm.ops import RingCursors, fold_phase_pays, ring_commit, ring_mark_folded, ring_reset
 from replayssm.ops.cursors import ring_commit_reference
+from replayssm.ops.verify_launch import ONE_LAUNCH_PER_SM
 
 
 def _cursors(S, L, T, seed):
@@ -61,15 +62,93 @@ def test_mark_folded_and_reset(impl):
 def test_protocol_invariants(L, T, data):
     """Under any acceptance sequence the next window always fits: write_pos + T <= L at every verify."""
     assume(2 * T <= L)  # the ring geometry the protocol requires
-    c = RingCursors.allocate(1, L=L, window=T)
-    slot = torch.tensor([0], dtype=torch.int32)
+    s = data.draw(st.integers(0, 5))
+    fold_phase = data.draw(st.booleans())
+    c = RingCursors.allocate(s + 1, L=L, window=T)
+    c.epoch[s] = data.draw(st.integers(0, 1000))
+    slot = torch.tensor([s], dtype=torch.int32)
     committed = 0  # records committed since the last fold, by the protocol's own bookkeeping
     for _ in range(40):
-        wp, fl = int(c.write_pos[0]), int(c.flush[0])
+        wp, fl = int(c.write_pos[s]), int(c.flush[s])
         assert wp + T <= L
         assert wp == committed
         n = data.draw(st.integers(1, T))
-        c.pending[0] = T
-        ring_commit_reference(c, slot, torch.tensor([n], dtype=torch.int32))
+        c.pending[s] = T
+        epoch = int(c.epoch[s]) + 1
+        ring_commit_reference(c, slot, torch.tensor([n], dtype=torch.int32), fold_phase=fold_phase)
         committed = n if fl else committed + n
-        assert int(c.flush[0]) == int(committed + 2 * T > L)
+        phase = fold_phase and T == 1 and (epoch + s) % (L - 1) == 0  # window 1: the row's fold phase
+        assert int(c.flush[s]) == int(committed + 2 * T > L or phase)
+        assert int(c.epoch[s]) == epoch
+
+
+@pytest.mark.parametrize("impl", ["triton", "reference"])
+@pytest.mark.parametrize("L", [4, 16, 32])
+def test_window_one_rows_fold_in_their_own_phase(impl, L):
+    """Rows of window 1 that start together fold in different steps (one step in L - 1 each, from their first fold
+    on), and never hold more than L - 1 records: the fold phase of ops/cursors.py."""
+    S = 3 * (L - 1)
+    c = RingCursors.allocate(S, L=L, window=1)
+    slots = torch.randperm(S, generator=torch.Generator().manual_seed(L)).to(torch.int32)
+    ones = torch.ones(S, dtype=torch.int32)
+    folds = []  # per step: the slots that fold at that step's verify
+    for _ in range(3 * (L - 1)):
+        folds.append(set(torch.nonzero(c.flush).flatten().tolist()))
+        c.write_pos.masked_fill_(c.flush.bool(), 0)  # what the verify's fold and the commit's reset amount to
+        assert int(c.write_pos.max()) <= L - 2
+        c.pending.fill_(1)
+        before = c.write_pos.clone()
+        ring_commit(c, slots, ones, fold_phase=True, impl=impl)
+        assert torch.equal(c.write_pos, before + 1)
+    counts = [len(f) for f in folds[L - 1 :]]  # after every row's first fold
+    assert counts == [3] * len(counts)  # every step folds the same number of rows: 3 per residue of the slot ids
+    for s in range(S):
+        steps = [i for i, f in enumerate(folds) if s in f]
+        assert len(steps) >= 2 and all(b - a == L - 1 for a, b in zip(steps, steps[1:])), (s, steps)
+
+
+@pytest.mark.parametrize("T, fold_phase", [(2, True), (1, False)])
+def test_without_the_phase_rows_fold_at_capacity_only(T, fold_phase):
+    """At window >= 2 (the phase is for window 1 only) or without ``fold_phase`` the commit folds only when the next
+    window might not fit, whatever the epoch."""
+    c = RingCursors.allocate(8, L=16, window=T)
+    c.epoch.copy_(torch.arange(8, dtype=torch.int32) * 5)
+    slots = torch.arange(8, dtype=torch.int32)
+    for _ in range(2 * 16):
+        c.pending.fill_(T)
+        c.write_pos.masked_fill_(c.flush.bool(), 0)
+        ring_commit(c, slots, torch.full((8,), T, dtype=torch.int32), fold_phase=fold_phase, impl="triton")
+        assert torch.equal(c.flush, (c.write_pos + 2 * T > 16).int())
+
+
+def test_fold_phase_pays_only_for_window_one_over_many_waves(monkeypatch):
+    """Window 1 over at least FOLD_PHASE_WAVES waves of verify programs on a GPU; never at wider windows or on the
+    CPU; the environment switch forces either way and a bad value is refused."""
+    from replayssm.ops import cursors, launch
+
+    monkeypatch.delenv("REPLAYSSM_FOLD_PHASE", raising=False)
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert not fold_phase_pays(256, 64, 1, cpu)
+    monkeypatch.setattr(launch, "sm_count", lambda device: 132)
+    per_wave = ONE_LAUNCH_PER_SM * 132
+    need = cursors.FOLD_PHASE_WAVES * per_wave
+    assert fold_phase_pays(need // 64, 64, 1, gpu) and fold_phase_pays(256, 64, 1, gpu)
+    assert not fold_phase_pays(need // 64 - 1, 64, 1, gpu) and not fold_phase_pays(8, 64, 1, gpu)
+    assert not fold_phase_pays(256, 64, 2, gpu)
+    monkeypatch.setenv("REPLAYSSM_FOLD_PHASE", "1")
+    assert fold_phase_pays(8, 64, 1, cpu) and not fold_phase_pays(8, 64, 4, cpu)
+    monkeypatch.setenv("REPLAYSSM_FOLD_PHASE", "0")
+    assert not fold_phase_pays(256, 64, 1, gpu)
+    monkeypatch.setenv("REPLAYSSM_FOLD_PHASE", "yes")
+    with pytest.raises(ValueError, match="REPLAYSSM_FOLD_PHASE"):
+        fold_phase_pays(256, 64, 1, gpu)
+
+
+def test_a_bad_fold_phase_writes_nothing():
+    c = _cursors(4, 16, 1, seed=3)
+    before = c.clone()
+    slots = torch.tensor([1, 2], dtype=torch.int32)
+    with pytest.raises(TypeError, match="fold_phase"):
+        ring_commit(c, slots, torch.ones(2, dtype=torch.int32), fold_phase=1)
+    for name in ("write_pos", "base", "flush", "pending", "epoch"):
+        assert torch.equal(getattr(c, name), getattr(before, name)), name

@@ -291,3 +291,23 @@ def test_a_fold_ahead_that_fails_leaves_the_step_committed_and_its_folds_to_the_
     for p in (failing, ref):
         pools.step(p, w, [0, 1], y, [2, 2])
     assert same(pools.slot_state(failing, [0, 1]), pools.slot_state(ref, [0, 1]))
+
+
+def test_parked_cursors_of_window_one_may_carry_an_early_flush():
+    """A window-1 ring may flush before it is full (the fold phase, ops/cursors.py): parked slots with such a flag
+    restore; a flag on an empty history, or a wider window's flag before capacity, is not a ring state."""
+    p = pools.pool(window=1)
+    p.alloc(2)
+    parked = p.offload(slots([1]))
+    cur = parked.cursors
+    early = {**cur, "write_pos": torch.tensor([2], dtype=torch.int32), "flush": torch.tensor([1], dtype=torch.int32)}
+    assert int(replace(parked, cursors=early).cursors["flush"][0]) == 1
+    empty = {**cur, "write_pos": torch.tensor([0], dtype=torch.int32), "flush": torch.tensor([1], dtype=torch.int32)}
+    with pytest.raises(ValueError, match="not a ring state"):
+        replace(parked, cursors=empty)
+    wide_pool = pools.pool(window=3)
+    wide_pool.alloc(2)
+    wide = wide_pool.offload(slots([1]))
+    with pytest.raises(ValueError, match="not a ring state"):
+        replace(wide, cursors={**wide.cursors, "write_pos": torch.tensor([2], dtype=torch.int32),
+                               "flush": torch.tensor([1], dtype=torch.int32)})  # fmt: skip
