@@ -191,3 +191,28 @@ def test_fold_ahead_chain_bitwise(T, L):
         for layer in range(2):
             assert torch.equal(c.committed(layer, list(range(S))), c.state[layer]), f"step {step} layer {layer}"
     assert ahead > 40 and worst < OUT_BOUND, (ahead, worst)
+
+
+def test_decode_chain_with_the_fold_phase_bitwise():
+    """300 plain-decode steps (window 1, L=16) of 48 rows at the real shape with ``ring_commit(fold_phase=True)``, a
+    padding row every step: the rows fold first early, each in its own phase (ops/cursors.py), then every 15 steps,
+    never all in one step; the committed state is torch.equal to the baseline's after every step and the outputs are
+    within the bf16 bound."""
+    S, B = 64, 48
+    c = Chain(S, H, HV, K, V, T=1, L=16, dtype=DT, device="cuda", impl="triton", seed=4, rng_device="cuda",
+              fold_phase=True)  # fmt: skip
+    g = torch.Generator().manual_seed(4)
+    rows = torch.randperm(S, generator=g)[:B].tolist()
+    worst, per_step = 0.0, []
+    for step in range(300):
+        slots = list(rows)
+        slots[int(torch.randint(0, B, (1,), generator=g))] = -1
+        before = c.flushes
+        o_base, o = c.verify(slots, [1] * B)
+        per_step.append(c.flushes - before)
+        worst = max(worst, rel_err(o, o_base))
+        c.commit([1] * B)
+        assert torch.equal(c.committed_replay(rows), c.state[rows]), f"step {step}"
+    assert c.early_flushes >= B // 2 and sum(per_step) > 15 * B  # first folds early, then a fold per 15 steps each
+    assert max(per_step[16:]) <= B // 3, per_step  # spread: 48 rows over 15 phases
+    assert worst < OUT_BOUND, worst
