@@ -70,7 +70,7 @@ def main():
     for T, L, B in POINTS:
         pts = [r for r in rows if (r["T"], r["L"], r["B"]) == (T, L, B)]
         rec = [r["us"] for r in pts if r["arm"] == "rec"]
-        rec = sum(rec) / len(rec)
+        rec = sum(rec) / len(rec) if rec else float("nan")  # run 2's processes without a rec arm print nan
         for r in pts:
             print(f"{T} {L:>3} {B:>4} {r['arm']:>5} {r['us']:8.1f} {rec / r['us']:6.3f}x")
 
