@@ -87,16 +87,13 @@ def cursors_of(ring) -> RingCursors:
     raise TypeError(f"ring must be a Ring or RingCursors, got {type(ring).__name__}")
 
 
-FOLD_PHASE_WAVES = 8  # fold_phase_pays: the fewest waves of verify programs a batch spreads its folds over
-
-
 def fold_phase_pays(batch: int, HV: int, window: int, device: torch.device) -> bool:
     """Whether a commit of ``batch`` rows should ask for the fold phase (module docstring): window 1 on a GPU, where
-    the verify's programs (one per row and value head) fill at least ``FOLD_PHASE_WAVES`` waves of
-    ``verify_launch.ONE_LAUNCH_PER_SM`` per SM. ``REPLAYSSM_FOLD_PHASE=0`` / ``=1`` forces either way (benchmarks,
-    tests); a window of 2 or more never uses it."""
-    from . import launch
-    from .verify_launch import ONE_LAUNCH_PER_SM
+    the verify's programs (one per row and value head) fill many waves (``verify_launch.many_waves``: at least eight
+    of ``verify_launch.ONE_LAUNCH_PER_SM`` per SM; the verify then runs staged, whose order keeps the folding
+    requests out of the last waves). ``REPLAYSSM_FOLD_PHASE=0`` / ``=1`` forces either way (benchmarks, tests); a
+    window of 2 or more never uses it."""
+    from .verify_launch import many_waves
 
     env = os.environ.get("REPLAYSSM_FOLD_PHASE", "")
     if env not in ("", "0", "1"):
@@ -105,9 +102,7 @@ def fold_phase_pays(batch: int, HV: int, window: int, device: torch.device) -> b
         return False
     if env:
         return env == "1"
-    if device.type != "cuda":
-        return False
-    return batch * HV >= FOLD_PHASE_WAVES * ONE_LAUNCH_PER_SM * launch.sm_count(device)
+    return many_waves(batch * HV, device)
 
 
 def fold_next(write_pos: int, epoch: int, slot: int, L: int, window: int, fold_phase: bool) -> bool:

@@ -102,6 +102,16 @@ ONE_LAUNCH_PER_SM = 4  # main-kernel programs resident per SM (128 registers, 4 
 ONE_LAUNCH_HISTORY = 128  # the most history dots (records x window vectors) a one-wave batch takes in one launch
 
 
+MANY_WAVES = 8  # many_waves: from this many waves of main-kernel programs on, a batch counts as many-wave
+
+
+def many_waves(programs: int, device: torch.device) -> bool:
+    """Whether ``programs`` main-kernel programs fill at least ``MANY_WAVES`` waves of ``ONE_LAUNCH_PER_SM`` per SM
+    (B >= 66 rows at HV=64 on an H200): where a plain-decode commit spreads its rows' folds over steps
+    (``cursors.fold_phase_pays``) and the verify then runs staged (``one_launch``). Never on the CPU."""
+    return device.type == "cuda" and programs >= MANY_WAVES * ONE_LAUNCH_PER_SM * launch.sm_count(device)
+
+
 def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     """Whether the verify runs in one main launch (each program computes its key head's window terms,
     ``verify_window``) rather than staged (``verify_prep`` first): where the history's dots (``L x 2BT``, computed
@@ -111,7 +121,12 @@ def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     (bench/results/2026-12-02c-h200/, run 4): one launch is faster at T=1 (B=256, L=16: 320.0 vs 324.8 us; L=32:
     340.2 vs 354.6; B=8: 15.3 vs 16.8) and at T=4, B=8, L=16 (26.4 vs 28.6); slower at T=2, B=256 (354.3 vs 349.9;
     L=32: 391.9 vs 370.7), at T=4 from B=128 (run 3: 235.4 vs 230.3; L=32 non-flush 417.7 vs 361.6) and at T=8
-    (B=8, L=32: 43.5 vs 40.5). ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` forces either (benchmarks, tests)."""
+    (B=8, L=32: 43.5 vs 40.5). Plain decode over many waves (``many_waves``) runs staged: there the commit's fold
+    phase spreads the rows' folds over steps (``cursors.fold_phase_pays``), and the staging kernel's order keeps the
+    folding requests out of the last waves (bench/results/2026-12-03g-h200/, run 4, T=1 with the fold phase, one
+    launch / staged / one launch / staged: B=256, L=16 302.4 / 293.6 / 302.3 / 294.0 us; L=32 322.8 / 308.0 / 323.2
+    / 308.1; B=128, L=16 156.6 / 151.4 / 156.9 / 151.2; before the fold phase, every row folding in the same step,
+    staged was the slower, above). ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` forces either (benchmarks, tests)."""
     env = os.environ.get("REPLAYSSM_VERIFY_ONE_LAUNCH", "")
     if env not in ("", "0", "1"):
         raise ValueError(f"REPLAYSSM_VERIFY_ONE_LAUNCH must be 0, 1 or unset, got {env!r}")
@@ -119,7 +134,9 @@ def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
         return env == "1"
     if BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
         return False
-    return BT == 1 or programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
+    if BT == 1:
+        return not many_waves(programs, device)
+    return programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
 
 def use_tensor_cores(device: torch.device) -> bool:

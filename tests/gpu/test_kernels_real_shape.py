@@ -193,11 +193,13 @@ def test_fold_ahead_chain_bitwise(T, L):
     assert ahead > 40 and worst < OUT_BOUND, (ahead, worst)
 
 
-def test_decode_chain_with_the_fold_phase_bitwise():
+@pytest.mark.parametrize("one", ["0", "1"], ids=["staged", "one-launch"])
+def test_decode_chain_with_the_fold_phase_bitwise(one, monkeypatch):
     """300 plain-decode steps (window 1, L=16) of 48 rows at the real shape with ``ring_commit(fold_phase=True)``, a
-    padding row every step: the rows fold first early, each in its own phase (ops/cursors.py), then every 15 steps,
-    never all in one step; the committed state is torch.equal to the baseline's after every step and the outputs are
-    within the bf16 bound."""
+    padding row every step, the verify staged (as over many waves, ops/verify_launch.py) or in one launch: the rows
+    fold first early, each in its own phase (ops/cursors.py), then every 15 steps, never all in one step; the
+    committed state is torch.equal to the baseline's after every step and the outputs are within the bf16 bound."""
+    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", one)
     S, B = 64, 48
     c = Chain(S, H, HV, K, V, T=1, L=16, dtype=DT, device="cuda", impl="triton", seed=4, rng_device="cuda",
               fold_phase=True)  # fmt: skip

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from replayssm.ops import RingCursors, fold_phase_pays, ring_commit, ring_mark_folded, ring_reset
 from replayssm.ops.cursors import ring_commit_reference
-from replayssm.ops.verify_launch import ONE_LAUNCH_PER_SM
+from replayssm.ops.verify_launch import ONE_LAUNCH_PER_SM, one_launch
 
 
 def _cursors(S, L, T, seed):
@@ -122,16 +122,16 @@ def test_without_the_phase_rows_fold_at_capacity_only(T, fold_phase):
 
 
 def test_fold_phase_pays_only_for_window_one_over_many_waves(monkeypatch):
-    """Window 1 over at least FOLD_PHASE_WAVES waves of verify programs on a GPU; never at wider windows or on the
-    CPU; the environment switch forces either way and a bad value is refused."""
-    from replayssm.ops import cursors, launch
+    """Window 1 over at least verify_launch.MANY_WAVES waves of verify programs on a GPU; never at wider windows or
+    on the CPU; the environment switch forces either way and a bad value is refused."""
+    from replayssm.ops import launch, verify_launch
 
     monkeypatch.delenv("REPLAYSSM_FOLD_PHASE", raising=False)
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
     assert not fold_phase_pays(256, 64, 1, cpu)
     monkeypatch.setattr(launch, "sm_count", lambda device: 132)
     per_wave = ONE_LAUNCH_PER_SM * 132
-    need = cursors.FOLD_PHASE_WAVES * per_wave
+    need = verify_launch.MANY_WAVES * per_wave
     assert fold_phase_pays(need // 64, 64, 1, gpu) and fold_phase_pays(256, 64, 1, gpu)
     assert not fold_phase_pays(need // 64 - 1, 64, 1, gpu) and not fold_phase_pays(8, 64, 1, gpu)
     assert not fold_phase_pays(256, 64, 2, gpu)
@@ -152,3 +152,18 @@ def test_a_bad_fold_phase_writes_nothing():
         ring_commit(c, slots, torch.ones(2, dtype=torch.int32), fold_phase=1)
     for name in ("write_pos", "base", "flush", "pending", "epoch"):
         assert torch.equal(getattr(c, name), getattr(before, name)), name
+
+
+def test_plain_decode_runs_staged_over_many_waves(monkeypatch):
+    """One launch for plain decode below verify_launch.MANY_WAVES waves, staged from there on (where the commit's
+    fold phase spreads the folds and the staging kernel orders them), at the same batch as fold_phase_pays."""
+    from replayssm.ops import launch
+
+    monkeypatch.delenv("REPLAYSSM_VERIFY_ONE_LAUNCH", raising=False)
+    monkeypatch.delenv("REPLAYSSM_FOLD_PHASE", raising=False)
+    monkeypatch.setattr(launch, "sm_count", lambda device: 132)
+    gpu = torch.device("cuda")
+    for B in (8, 64, 65, 66, 128, 256):
+        assert one_launch(1, 16, B * 64, gpu) == (not fold_phase_pays(B, 64, 1, gpu)), B
+    assert one_launch(1, 16, 64 * 64, gpu) and not one_launch(1, 16, 66 * 64, gpu)
+    assert one_launch(1, 16, 256 * 64, torch.device("cpu"))  # the CPU never counts as many waves

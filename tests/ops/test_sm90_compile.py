@@ -14,12 +14,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize(
     "T, one, B",
-    [(1, "1", 256), (2, "0", 256), (4, "0", 256), (4, "1", 256), (8, "0", 256), (1, "1", 1), (4, "1", 4), (4, "1", 8)],
+    [
+        (1, "1", 256),
+        (1, "0", 256),
+        (2, "0", 256),
+        (4, "0", 256),
+        (4, "1", 256),
+        (8, "0", 256),
+        (1, "1", 1),
+        (4, "1", 4),
+        (4, "1", 8),
+    ],
 )
 def test_the_verify_compiles_for_sm90_without_spills(T, one, B):
     """Both ways of the verify (ops/verify_launch.py, ``one_launch``): staged (the prep launch, then the main
     kernel) and one launch (the main kernel alone, computing the window's terms), at the window lengths where
-    the launch table uses each, and T=4 both ways; B=1 and B=4 split heads over programs of one or two warps."""
+    the launch table uses each, and T=1 and T=4 both ways; B=1 and B=4 split heads over programs of one or two warps."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["REPLAYSSM_VERIFY_ONE_LAUNCH"] = one
     cmd = [sys.executable, str(ROOT / "scripts" / "sm90_compile.py"), "--T", str(T), "--B", str(B)]

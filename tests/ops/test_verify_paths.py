@@ -44,7 +44,13 @@ def test_one_launch_follows_the_window_and_the_batch(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_VERIFY_ONE_LAUNCH", raising=False)
     cuda_like = torch.device("cpu")
     monkeypatch.setattr(launch, "sm_count", lambda device: 132)
-    assert one_launch(1, 32, 256 * 64, cuda_like) and one_launch(1, 64, 256 * 64, cuda_like)  # plain decode
+    assert one_launch(1, 32, 256 * 64, cuda_like) and one_launch(1, 64, 256 * 64, cuda_like)  # plain decode (CPU)
+    gpu = torch.device("cuda")  # plain decode on a GPU: staged from eight waves on (verify_launch.many_waves)
+    assert (
+        one_launch(1, 16, 64 * 64, gpu)
+        and not one_launch(1, 16, 128 * 64, gpu)
+        and not one_launch(1, 32, 256 * 64, gpu)
+    )
     assert not one_launch(1, 128, 8, cuda_like)  # 256 history dots: more than measured faster
     assert not one_launch(2, 16, 256 * 64, cuda_like) and not one_launch(2, 16, 64 * 64, cuda_like)
     assert one_launch(2, 32, 8 * 64, cuda_like) and one_launch(4, 16, 8 * 64, cuda_like)  # one wave (528 = 4 per SM)
