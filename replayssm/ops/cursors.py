@@ -13,9 +13,10 @@ window-1 row also folds early, once its history is non-empty, at the commit whos
 ``(epoch + slot) % (L - 1) == 0``: its *fold phase*. At window 1 the epoch advances once per step, so from its first
 fold on a row folds every ``L - 1`` steps, as before, but rows of different slots fold in different steps.
 ``fold_phase_pays`` says when to ask for it: a batch of many waves of verify programs gains (H200, B=256, L=16,
-Qwen3.5-122B geometry, bench/NOTES.md, seventeenth session: 312.8 / 326.3 us per layer-step with every row folding
-in the same step, 301.8 / 302.7 with the phases spread), a batch of one wave would lose (its step waits for its
-slowest program, so it should fold all its rows in one step, not a few in every step). Windows of 2 or more keep
+Qwen3.5-122B geometry, bench/NOTES.md, seventeenth session: 316-318 us per layer-step with every row folding in the
+same step, 304.5 with the phases spread, 294 with the verify then staged so that its order keeps the folding
+requests out of the last waves), a batch of one wave would lose (its step waits for its slowest program, so it
+should fold all its rows in one step, not a few in every step: B=8 13.2 -> 18.3 us). Windows of 2 or more keep
 the capacity rule alone: their acceptance spreads their folds already, and an early fold there costs an extra
 checkpoint write. Where a fold happens never changes the committed state (the fold replays the same records
 through the same update, in order).
