@@ -40,12 +40,19 @@ def prep_layouts(K: int, BT: int, W: int):
 
 
 FOLD_FREE_WAVES = 1.5  # the last waves of main-kernel programs in which no folding request starts (_order_rank)
+FOLD_FREE_WAVES_DECODE = 3.0  # the same for plain decode (T=1), whose folding programs replay the most records
 
 
-def fold_free_tail(programs_per_request: int, device: torch.device) -> float:
+def fold_free_tail(programs_per_request: int, device: torch.device, BT: int = 2) -> float:
     """Requests at the end of the staged main kernel's order in which no fold starts: ``FOLD_FREE_WAVES`` waves of
-    ``ONE_LAUNCH_PER_SM`` programs per SM (``verify_prep._order_rank`` caps it at half the non-folding requests)."""
-    return FOLD_FREE_WAVES * ONE_LAUNCH_PER_SM * launch.sm_count(device) / programs_per_request
+    ``ONE_LAUNCH_PER_SM`` programs per SM, ``FOLD_FREE_WAVES_DECODE`` for plain decode (``BT`` 1)
+    (``verify_prep._order_rank`` caps it at half the non-folding requests). Swept on an H200
+    (bench/results/2026-12-03g-h200/, runs 3 and 6, random steps, us per layer-step): at T = 2, 4, 8 none of 0.5, 1,
+    2.5, 4 waves beat 1.5 (T=4, B=128: 203.5 / 201.7 against 202.1-208.5); at T=1 a folding program replays up to
+    L - 1 records, 3-5x a streaming one, and 3 waves gained at L=32 (B=256 308.4 / 308.0 -> 306.5 / 306.5, B=128
+    163.7 / 164.8 -> 162.7 / 162.4; 5 and 8 no better) and changed nothing at L=16 (293.4 / 293.6 -> 293.9 / 293.8)."""
+    waves = FOLD_FREE_WAVES_DECODE if BT == 1 else FOLD_FREE_WAVES
+    return waves * ONE_LAUNCH_PER_SM * launch.sm_count(device) / programs_per_request
 
 
 def order_layout(B: int, W: int):

@@ -71,7 +71,8 @@ def test_all_or_no_folding_requests_keep_their_order(device):
         assert torch.equal(_ranks(flags, 5.0).cpu(), torch.arange(19, dtype=torch.int32))
 
 
-def test_the_free_tail_is_a_wave_and_a_half_of_requests():
+def test_the_free_tail_is_a_wave_and_a_half_of_requests_three_waves_at_plain_decode():
     cpu = torch.device("cpu")  # one SM: a wave is 4 programs
-    assert fold_free_tail(2, cpu) == pytest.approx(3.0)
+    assert fold_free_tail(2, cpu) == pytest.approx(3.0) and fold_free_tail(2, cpu, BT=4) == pytest.approx(3.0)
     assert fold_free_tail(64, cpu) == pytest.approx(1.5 * 4 / 64)
+    assert fold_free_tail(64, cpu, BT=1) == pytest.approx(3.0 * 4 / 64)
