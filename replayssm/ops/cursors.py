@@ -10,8 +10,9 @@ next window might not fit (``write_pos + 2 * window > L``). Rows of window 1 tha
 at once, the kernel bench's plain-decode point) would then all fold in the same step, one step in ``L - 1``, and a
 step where every row folds cannot hide the folds' arithmetic under other rows' streams. With ``fold_phase`` a
 window-1 row also folds early, once its history is non-empty, at the commit whose new ``epoch`` satisfies
-``(epoch + slot) % (L - 1) == 0``: its *fold phase*. At window 1 the epoch advances once per step, so from its first
-fold on a row folds every ``L - 1`` steps, as before, but rows of different slots fold in different steps.
+``(epoch + slot) % (L - 1) == 0``: its *fold phase*. At window 1 the epoch advances once per step (and at a reset or
+an emptied history, which only shifts the phase), so from its first fold on a row folds every ``L - 1`` steps, as
+before, but rows of different slots fold in different steps.
 ``fold_phase_pays`` says when to ask for it: a batch of many waves of verify programs gains (H200, B=256, L=16,
 Qwen3.5-122B geometry, bench/NOTES.md, seventeenth session: 316-318 us per layer-step with every row folding in the
 same step, 304.5 with the phases spread, 294 with the verify then staged so that its order keeps the folding
@@ -51,7 +52,8 @@ def _ring_commit_kernel(slots, num_accepted, write_pos, base, flush, pending, ep
         new_ep = tl.load(epoch + slot) + 1
         fl_next = new_wp + 2 * T > L
         if PHASE:  # the fold phase (module docstring), window 1 only
-            fl_next = fl_next | ((new_wp > 0) & ((new_ep + slot) % (L - 1) == 0))
+            # remainders first: epoch + slot may pass the int32 range (the reference takes the same remainders)
+            fl_next = fl_next | ((new_wp > 0) & ((new_ep % (L - 1) + slot % (L - 1)) % (L - 1) == 0))
         tl.store(base + slot, new_base)
         tl.store(write_pos + slot, new_wp)
         tl.store(flush + slot, fl_next.to(tl.int32))
@@ -110,7 +112,7 @@ def fold_next(write_pos: int, epoch: int, slot: int, L: int, window: int, fold_p
     """The commit's ``flush`` decision for a row left with ``write_pos`` records and ``epoch`` (both after the
     commit): the capacity rule, and with ``fold_phase`` at window 1 the fold phase (module docstring)."""
     full = write_pos + 2 * window > L
-    return full or (fold_phase and window == 1 and write_pos > 0 and (epoch + slot) % (L - 1) == 0)
+    return full or (fold_phase and window == 1 and write_pos > 0 and (epoch % (L - 1) + slot % (L - 1)) % (L - 1) == 0)
 
 
 def ring_commit_reference(ring, slots, num_accepted, *, fold_phase: bool = False):

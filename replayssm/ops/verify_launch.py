@@ -123,9 +123,9 @@ def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     """Whether the verify runs in one main launch (each program computes its key head's window terms,
     ``verify_window``) rather than staged (``verify_prep`` first): where the history's dots (``L x 2BT``, computed
     by every value head in one launch) are at most ``ONE_LAUNCH_HISTORY``, the largest measured faster, and the
-    window is a single token (plain decode) or, up to 4 tokens (BT <= 4), the batch fits in one wave of
-    main-kernel programs (fewer than ``ONE_LAUNCH_PER_SM`` per SM). H200, against the staged verify in one run
-    (bench/results/2026-12-02c-h200/, run 4): one launch is faster at T=1 (B=256, L=16: 320.0 vs 324.8 us; L=32:
+    window is a single token (plain decode, below ``many_waves``) or, up to 4 tokens (BT <= 4), the batch fits in
+    one wave of main-kernel programs (fewer than ``ONE_LAUNCH_PER_SM`` per SM). H200, against the staged verify in
+    one run (bench/results/2026-12-02c-h200/, run 4): one launch is faster at T=1 (B=256, L=16: 320.0 vs 324.8 us; L=32:
     340.2 vs 354.6; B=8: 15.3 vs 16.8) and at T=4, B=8, L=16 (26.4 vs 28.6); slower at T=2, B=256 (354.3 vs 349.9;
     L=32: 391.9 vs 370.7), at T=4 from B=128 (run 3: 235.4 vs 230.3; L=32 non-flush 417.7 vs 361.6) and at T=8
     (B=8, L=32: 43.5 vs 40.5). Plain decode over many waves (``many_waves``) runs staged: there the commit's fold
