@@ -78,6 +78,6 @@ def compare(a, b):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--compare":
+    if len(sys.argv) > 1 and sys.argv[1] == "--compare":
         sys.exit(1 if compare(sys.argv[2], sys.argv[3]) else 0)
     run(os.environ["TAG"])
