@@ -35,7 +35,6 @@ def floor_bytes(B: int, state_bytes: int, rate: float) -> float:
 def nonflush_read_bytes(B: int, geo, T: int, L: int, act_bytes: int) -> float:
     """The least a pure non-flush verify step reads (the "read floor" of a non-flush step): every row's checkpoint
     and the ``L - 2T`` history records such a step reconstructs from (``steps.RingStep.set_cursors(False)``): one
-    update vector ``u`` per value head (activation dtype) and one raw key (activation dtype) and its fp32 scale per
-    key head."""
+    update vector ``u`` per value head (activation dtype) and one normalised key per key head (fp32)."""
     hist = max(L - 2 * T, 0)
-    return B * (geo.state_bytes + hist * (geo.HV * geo.V * act_bytes + geo.H * (geo.K * act_bytes + 4)))
+    return B * (geo.state_bytes + hist * (geo.HV * geo.V * act_bytes + geo.H * geo.K * 4))

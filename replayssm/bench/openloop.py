@@ -46,7 +46,7 @@ class OpenLoopReplayPool(GDNStatePool):
         if wp == 0:
             return S0
         pos = [(bs + j) & (ring.L - 1) for j in range(wp)]
-        k = ring.normalised_keys(slot, pos).repeat_interleave(self.cfg.shape.group, dim=0)  # [HV, c, K]
+        k = ring.k[slot][:, pos].repeat_interleave(self.cfg.shape.group, dim=0)  # [HV, c, K], normalised keys
         P = torch.cumsum(ring.g[slot][:, pos], -1)  # [HV, c]
         u = ring.u[slot][:, pos].float() * torch.exp(P[:, -1:] - P)[..., None]  # [HV, c, V]
         return torch.exp(P[:, -1])[:, None, None] * S0 + u.transpose(1, 2) @ k

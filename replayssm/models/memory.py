@@ -38,7 +38,7 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
         "state": shape.state_bytes,
         "conv_state": (W - 1) * C * act_bytes,
         "conv_scratch": (W - 1 + T) * C * act_bytes,
-        "ring": L * (H * K * act_bytes + H * 4 + HV * V * act_bytes + HV * 4 + HV * 4 + HV * V * u_bytes)
+        "ring": L * (H * K * 4 + HV * V * act_bytes + HV * 4 + HV * 4 + HV * V * u_bytes)
         + HV * max(1, V // MARK_ROWS) * 4,
         "snapshots": T * shape.state_bytes if T > 1 else 0,  # T=1: plain decoding, in place
     }
@@ -66,8 +66,7 @@ def format_plan(p: dict) -> str:
         ("  conv state ((W-1)*C*act)", lay["conv_state"], lay["conv_state"]),
         ("  conv scratch ((W-1+T)*C*act)", lay["conv_scratch"], lay["conv_scratch"]),
         ("  snapshots (T*HV*V*K*4; none at T=1)", lay["snapshots"], 0),
-        # + fold markers: int32 per 4 rows
-        ("  ring (L*(H*K*a + 4*H + HV*V*a + 8*HV + HV*V*u) + HV*V)", 0, lay["ring"]),
+        ("  ring (L*(4*H*K + HV*V*a + 8*HV + HV*V*u) + HV*V)", 0, lay["ring"]),  # + fold markers: int32 per 4 rows
     ]
     rec, rep = (p["per_request"][b] - p["kv_cache"] for b in ("recurrent", "replay"))
     scratch = p["scratch_per_request"]

@@ -65,20 +65,12 @@ def _dot_rows(a, b):
 
 
 @jit
-def _l2norm_scale(x):
-    """1 / sqrt(sum(x*x) + 1e-6) of each row of a [rows, K] fp32 tensor in ``tile_layout`` (K reduced like a
-    tile row): the factor ``_l2norm`` multiplies by, which the ring stores beside each raw key (``k_scale``)."""
-    return 1.0 / gl.sqrt(_dot_rows(x, x) + 1e-6)
-
-
-@jit
 def _l2norm(x):
-    """x / sqrt(sum(x*x) + 1e-6) for a [1, K] fp32 row in ``tile_layout``: ``x * _l2norm_scale(x)``, one rounding
-    per element.
+    """x / sqrt(sum(x*x) + 1e-6) for a [1, K] fp32 row in ``tile_layout`` (K reduced like a tile row).
 
-    Every normalised key in replayssm comes from here, so a ring key rebuilt as ``k.to(fp32) * k_scale``
-    (``Ring``) is bitwise the key the baseline normalises itself."""
-    return x * gl.expand_dims(_l2norm_scale(x), 1)
+    Every normalised key in replayssm comes from here, so the ring's ``k^`` records are bitwise the
+    keys the baseline normalises itself."""
+    return x * gl.expand_dims(1.0 / gl.sqrt(_dot_rows(x, x) + 1e-6), 1)
 
 
 @jit
@@ -104,22 +96,21 @@ def _update(h, khat, v, e, beta):
 
 
 @jit
-def _fold_records(h, rk, rks, rv, rg, rb, n, start, rows, cols, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr):
+def _fold_records(h, rk, rv, rg, rb, n, start, rows, cols, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr):
     """Replay ``n`` ring records (physical ``(start + j) & (L - 1)``) onto the tile h with ``_update``.
 
-    rk: this (slot, key head)'s [L, K] raw keys, rks: their [L] fp32 scales (``k^ = k.float() * k_scale``, the
-    bits of ``_l2norm``); rv: this (slot, value head)'s [L, V] raw values; rg, rb: its [L] fp32 gates. rows: [BV]
-    row indices; cols: [1, K] column indices. The next record is fetched while the current one is applied (its
-    values, not the order of work, matter)."""
+    rk: this (slot, key head)'s [L, K] fp32 normalised keys; rv: this (slot, value head)'s [L, V] raw
+    values; rg, rb: its [L] fp32 gates. rows: [BV] row indices; cols: [1, K] column indices. The next
+    record is fetched while the current one is applied (its values, not the order of work, matter)."""
     p = start & (L - 1)
-    khat_n = gl.load(rk + p * K + cols).to(gl.float32) * gl.load(rks + p)
+    khat_n = gl.load(rk + p * K + cols)
     v_n = gl.load(rv + p * V + rows)
     g_n = gl.load(rg + p)
     b_n = gl.load(rb + p)
     for j in range(0, n):
         khat, v, g, beta = khat_n, v_n.to(gl.float32), g_n, b_n
         p = (start + gl.minimum(j + 1, n - 1)) & (L - 1)
-        khat_n = gl.load(rk + p * K + cols).to(gl.float32) * gl.load(rks + p)
+        khat_n = gl.load(rk + p * K + cols)
         v_n = gl.load(rv + p * V + rows)
         g_n = gl.load(rg + p)
         b_n = gl.load(rb + p)
@@ -127,14 +118,9 @@ def _fold_records(h, rk, rks, rv, rg, rb, n, start, rows, cols, K: tl.constexpr,
     return h
 
 
-def l2norm_scale_reference(x: torch.Tensor) -> torch.Tensor:
-    """PyTorch twin of ``_l2norm_scale``: [..., K] fp32 -> [...] fp32."""
-    return 1.0 / torch.sqrt((x * x).sum(-1) + 1e-6)
-
-
 def l2norm_reference(x: torch.Tensor) -> torch.Tensor:
     """PyTorch twin of ``_l2norm``: row-wise over the last dim, fp32."""
-    return x * l2norm_scale_reference(x)[..., None]
+    return x * (1.0 / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6))
 
 
 def gating_reference(a: torch.Tensor, b: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor):

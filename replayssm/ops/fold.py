@@ -1,8 +1,7 @@
 """Closed-loop exact fold: replay a slot's committed ring records into its checkpoint.
 
 Every record is fed through the pinned ``_update`` -- the very code the baseline runs -- from the
-normalised key ``k^ = k.float() * k_scale`` rebuilt from the verify's raw key and scale (bitwise the
-baseline's), the raw ``v`` and the stored
+normalised key ``k^`` the verify stored (bitwise the baseline's), the raw ``v`` and the stored
 ``g, beta``. The folded checkpoint is therefore bitwise the state the recurrent baseline holds after
 the same accepted tokens. Blocks whose fold marker equals the slot's ``epoch`` were already folded
 by a verify of the step in flight: they are not folded again (``ring.py``).
@@ -24,7 +23,7 @@ from .ring import Ring
 
 @jit
 def _gdn_exact_fold_kernel(
-    checkpoint, out, slots, ring_k, ring_ks, ring_v, ring_g, ring_beta, ring_folded, write_pos, base, epoch,
+    checkpoint, out, slots, ring_k, ring_v, ring_g, ring_beta, ring_folded, write_pos, base, epoch,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr,
     BVP: tl.constexpr, TO_OUT: tl.constexpr, TILE: tl.constexpr,
 ):  # fmt: skip
@@ -43,7 +42,6 @@ def _gdn_exact_fold_kernel(
         head = checkpoint + (s64 * HV + i_hv) * V * K
         dst = out + (i_b.to(gl.int64) * HV + i_hv) * V * K
         rk = ring_k + (s64 * H + i_h) * L * K
-        rks = ring_ks + (s64 * H + i_h) * L
         rv = ring_v + (s64 * HV + i_hv) * L * V
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
@@ -61,7 +59,7 @@ def _gdn_exact_fold_kernel(
                 h_next = gl.load(head + tile + BV * K)
             mark = marks + (i_v * BVP + sb * BV) // MARK
             if todo:  # not folded yet in this epoch
-                h = _fold_records(h, rk, rks, rv, rg, rb, wp, bs, rows, cols, K, V, L)
+                h = _fold_records(h, rk, rv, rg, rb, wp, bs, rows, cols, K, V, L)
                 if not TO_OUT:
                     gl.store(head + tile, h)
                     m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
@@ -76,7 +74,7 @@ def fold_slot_reference(h: torch.Tensor, ring: Ring, slot: int, positions) -> to
     Shared by the fold reference and the flush path of the verify reference."""
     H, HV = ring.k.shape[1], ring.v.shape[1]
     for p in positions:
-        khat = ring.normalised_keys(slot, [p])[:, 0].repeat_interleave(HV // H, dim=0).contiguous()
+        khat = ring.k[slot, :, p].repeat_interleave(HV // H, dim=0).contiguous()
         v_j = ring.v[slot, :, p].float().contiguous()
         h = update_reference(h, khat, v_j, ring.g[slot, :, p].contiguous(), ring.beta[slot, :, p].contiguous())
     return h
@@ -159,8 +157,7 @@ def gdn_exact_fold(
         ln = launch.resolve("fold", V, B * HV, checkpoint.device)
         c = ring.cursors
         _gdn_exact_fold_kernel[(ln.programs_per_head, HV, B)](
-            checkpoint, out if out is not None else checkpoint, slots, ring.k, ring.k_scale, ring.v, ring.g, ring.beta,
-            ring.folded,
+            checkpoint, out if out is not None else checkpoint, slots, ring.k, ring.v, ring.g, ring.beta, ring.folded,
             c.write_pos, c.base, c.epoch, H, HV, K, V, ring.L, ln.rows, ln.rows_per_program, out is not None,
             ln.layout, num_warps=ln.num_warps,
         )  # fmt: skip

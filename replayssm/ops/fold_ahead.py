@@ -36,13 +36,11 @@ from .verify_fold import _fold_staged
 
 
 @jit
-def _issue_layer(ckpt, rk, rks, rv, rg, rb, live, n, start, r0, ks, ss, vs, gs, bs_, hs, K: tl.constexpr,
-                 V: tl.constexpr,
+def _issue_layer(ckpt, rk, rv, rg, rb, live, n, start, r0, ks, vs, gs, bs_, hs, K: tl.constexpr, V: tl.constexpr,
                  L: tl.constexpr, BVP: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr,
                  CPG: tl.constexpr):  # fmt: skip
-    """One copy group of a layer's fold: its ``n`` records (raw keys and their scales, this program's values, gates
-    and betas, in logical order) and its ``BVP`` state rows from ``r0``, into shared memory. Nothing is copied
-    unless ``live``."""
+    """One copy group of a layer's fold: its ``n`` records (keys, this program's values, gates and betas, in logical
+    order) and its ``BVP`` state rows from ``r0``, into shared memory. Nothing is copied unless ``live``."""
     jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
     kc = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
     async_copy.async_copy_global_to_shared(ks, rk + ((start + jk) & (L - 1)) * K + kc, mask=(jk < n) & live)
@@ -53,16 +51,14 @@ def _issue_layer(ckpt, rk, rks, rv, rg, rb, live, n, start, r0, ks, ss, vs, gs, 
     pg = (start + jg) & (L - 1)
     async_copy.async_copy_global_to_shared(gs, rg + pg, mask=(jg < n) & live)
     async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=(jg < n) & live)
-    async_copy.async_copy_global_to_shared(ss, rks + pg, mask=(jg < n) & live)
     br = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(1, CP2)), 1)
     async_copy.async_copy_global_to_shared(hs, ckpt + (r0 + br) * K + kc, mask=(br < BVP) & live)
     async_copy.commit_group()
 
 
 @jit
-def _fold_layer(layer, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoint, ring_k, ring_ks, ring_v, ring_g,
-                ring_beta, ring_folded, ks, ss, vs, gs, bs_, hs, ks_n, ss_n, vs_n, gs_n, bs_n, hs_n, H: tl.constexpr,
-                HV: tl.constexpr,
+def _fold_layer(layer, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoint, ring_k, ring_v, ring_g, ring_beta,
+                ring_folded, ks, vs, gs, bs_, hs, ks_n, vs_n, gs_n, bs_n, hs_n, H: tl.constexpr, HV: tl.constexpr,
                 K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr, BVP: tl.constexpr,
                 TILE: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr,
                 ROWS1: tl.constexpr):  # fmt: skip
@@ -71,9 +67,9 @@ def _fold_layer(layer, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoin
     layer's records and state arrive while this one folds. Returns the next layer's ``todo``."""
     nxt = layer + 1
     ln = slot.to(gl.int64) + gl.minimum(nxt, NL - 1) * S  # (layer, slot) of the next layer (this one's, if none)
-    _issue_layer(checkpoint + (ln * HV + i_hv) * V * K, ring_k + (ln * H + i_h) * L * K, ring_ks + (ln * H + i_h) * L,
+    _issue_layer(checkpoint + (ln * HV + i_hv) * V * K, ring_k + (ln * H + i_h) * L * K,
                  ring_v + (ln * HV + i_hv) * L * V, ring_g + (ln * HV + i_hv) * L, ring_beta + (ln * HV + i_hv) * L,
-                 nxt < NL, n, start, r0, ks_n, ss_n, vs_n, gs_n, bs_n, hs_n, K, V, L, BVP, CP2, CPV, CPG)  # fmt: skip
+                 nxt < NL, n, start, r0, ks_n, vs_n, gs_n, bs_n, hs_n, K, V, L, BVP, CP2, CPV, CPG)  # fmt: skip
     todo_n = (gl.load(ring_folded + (ln * HV + i_hv) * (V // MARK) + r0 // MARK) != ep) & (nxt < NL)
     async_copy.wait_group(1)  # this layer's group has landed (the next one's may still be in flight)
     gl.thread_barrier()  # ... for every thread; and every thread has read this layer's marker
@@ -81,8 +77,7 @@ def _fold_layer(layer, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoin
         ls = slot.to(gl.int64) + layer * S
         ckpt = checkpoint + (ls * HV + i_hv) * V * K
         marks = ring_folded + (ls * HV + i_hv) * (V // MARK)
-        ks_rows = ks._reinterpret(ring_k.dtype.element_ty, [L, K], ROWS1)
-        ss_rows = ss._reinterpret(gl.float32, [L, 1], ROWS1)
+        ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
         vs_rows = vs._reinterpret(ring_v.dtype.element_ty, [L, BVP], ROWS1)
         gs_rows = gs._reinterpret(gl.float32, [L, 1], ROWS1)
         bs_rows = bs_._reinterpret(gl.float32, [L, 1], ROWS1)
@@ -91,7 +86,7 @@ def _fold_layer(layer, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoin
         m = gl.arange(0, BV // MARK, layout=gl.SliceLayout(1, TILE))
         for blk in gl.static_range(BVP // BV):
             h = hs.slice(blk * BV, BV, dim=0).load(TILE)
-            h = _fold_staged(h, ks_rows, ss_rows, vs_rows, gs_rows, bs_rows, n, blk * BV, BV, TILE)
+            h = _fold_staged(h, ks_rows, vs_rows, gs_rows, bs_rows, n, blk * BV, BV, TILE)
             gl.store(ckpt + gl.expand_dims(rows0 + blk * BV, 1) * K + cols, h)
             gl.store(marks + (r0 + blk * BV) // MARK + m, gl.full([BV // MARK], 0, gl.int32,
                                                                    layout=gl.SliceLayout(1, TILE)) + ep)  # fmt: skip
@@ -101,7 +96,7 @@ def _fold_layer(layer, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoin
 
 @jit(do_not_specialize=["NL", "S"])  # a one-layer kernel specialised on NL == 1 broke Triton 3.6's lowering (sm_90)
 def _fold_ahead_kernel(
-    slots, write_pos, base, flush, epoch, checkpoint, ring_k, ring_ks, ring_v, ring_g, ring_beta, ring_folded, NL, S,
+    slots, write_pos, base, flush, epoch, checkpoint, ring_k, ring_v, ring_g, ring_beta, ring_folded, NL, S,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BV: tl.constexpr,
     BVP: tl.constexpr, TILE: tl.constexpr, CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr,
     SMEM: tl.constexpr, ROWS1: tl.constexpr, SMEM_H: tl.constexpr,
@@ -112,14 +107,12 @@ def _fold_ahead_kernel(
     i_hv = gl.program_id(1)
     i_p = gl.program_id(2)  # which BVP rows of the head
     # two sets of buffers: a layer's records and state rows land in one while the layer before folds from the other
-    ks = gl.allocate_shared_memory(ring_k.dtype.element_ty, [L, K], SMEM)
-    ss = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
+    ks = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)
     vs = gl.allocate_shared_memory(ring_v.dtype.element_ty, [L, BVP], SMEM)
     gs = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
     bs_ = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
     hs = gl.allocate_shared_memory(gl.float32, [BVP, K], SMEM_H)
-    ks2 = gl.allocate_shared_memory(ring_k.dtype.element_ty, [L, K], SMEM)
-    ss2 = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
+    ks2 = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)
     vs2 = gl.allocate_shared_memory(ring_v.dtype.element_ty, [L, BVP], SMEM)
     gs2 = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
     bs2 = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)
@@ -135,19 +128,18 @@ def _fold_ahead_kernel(
             r0 = i_p * BVP
             l0 = slot.to(gl.int64)
             _issue_layer(checkpoint + (l0 * HV + i_hv) * V * K, ring_k + (l0 * H + i_h) * L * K,
-                         ring_ks + (l0 * H + i_h) * L, ring_v + (l0 * HV + i_hv) * L * V, ring_g + (l0 * HV + i_hv) * L,
-                         ring_beta + (l0 * HV + i_hv) * L, NL > 0, n, start, r0, ks, ss, vs, gs, bs_, hs, K, V, L, BVP,
+                         ring_v + (l0 * HV + i_hv) * L * V, ring_g + (l0 * HV + i_hv) * L,
+                         ring_beta + (l0 * HV + i_hv) * L, NL > 0, n, start, r0, ks, vs, gs, bs_, hs, K, V, L, BVP,
                          CP2, CPV, CPG)  # fmt: skip
             todo = gl.load(ring_folded + (l0 * HV + i_hv) * (V // MARK) + r0 // MARK) != ep
             for lp in range(0, NL, 2):  # two layers per turn, so each set of buffers has a fixed role
-                todo = _fold_layer(lp, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoint, ring_k, ring_ks,
-                                   ring_v, ring_g, ring_beta, ring_folded, ks, ss, vs, gs, bs_, hs, ks2, ss2, vs2, gs2,
-                                   bs2, hs2, H, HV, K, V, L, BV, BVP, TILE, CP2, CPV, CPG, ROWS1)  # fmt: skip
+                todo = _fold_layer(lp, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoint, ring_k, ring_v,
+                                   ring_g, ring_beta, ring_folded, ks, vs, gs, bs_, hs, ks2, vs2, gs2, bs2, hs2, H, HV,
+                                   K, V, L, BV, BVP, TILE, CP2, CPV, CPG, ROWS1)  # fmt: skip
                 if lp + 1 < NL:
                     todo = _fold_layer(lp + 1, NL, S, slot, i_hv, i_h, ep, n, start, r0, todo, checkpoint, ring_k,
-                                       ring_ks, ring_v, ring_g, ring_beta, ring_folded, ks2, ss2, vs2, gs2, bs2, hs2,
-                                       ks, ss, vs, gs, bs_, hs, H, HV, K, V, L, BV, BVP, TILE, CP2, CPV, CPG,
-                                       ROWS1)  # fmt: skip
+                                       ring_v, ring_g, ring_beta, ring_folded, ks2, vs2, gs2, bs2, hs2, ks, vs, gs,
+                                       bs_, hs, H, HV, K, V, L, BV, BVP, TILE, CP2, CPV, CPG, ROWS1)  # fmt: skip
 
 
 @functools.cache
@@ -253,8 +245,8 @@ def gdn_fold_ahead(
         ln = launch.resolve("fold_ahead", V, B * HV, checkpoint.device)
         c = rings.cursors
         _fold_ahead_kernel[(B, HV, ln.programs_per_head)](
-            slots, c.write_pos, c.base, c.flush, c.epoch, checkpoint, rings.k, rings.k_scale, rings.v, rings.g,
-            rings.beta, rings.folded, NL, S, H, HV, K, V, c.L, ln.rows, ln.rows_per_program, ln.layout,
+            slots, c.write_pos, c.base, c.flush, c.epoch, checkpoint, rings.k, rings.v, rings.g, rings.beta,
+            rings.folded, NL, S, H, HV, K, V, c.L, ln.rows, ln.rows_per_program, ln.layout,
             *_layouts(ln.num_warps, ln.rows_per_program), _SMEM, _ROWS1, _SMEM_H, num_warps=ln.num_warps,
         )  # fmt: skip
         _ring_mark_folded_kernel[(B,)](slots, c.write_pos, c.base, c.flush, c.pending, c.epoch, L=c.L, RESET=False,

@@ -2,12 +2,8 @@
 
 What one layer's ring stores per slot and logical position:
 
-- ``k``    [S, H, L, K]  raw key, activation dtype (one per *key* head, shared by its value heads)
-- ``k_scale`` [S, H, L]  fp32 ``1 / sqrt(sum(k*k) + 1e-6)`` of that key (``_pinned._l2norm_scale``): the
-  normalised key ``k^ = k.float() * k_scale`` is bitwise the key the baseline normalises itself (one
-  rounding per element either way), so no reader ever normalises again. Raw keys and a scale rather
-  than fp32 ``k^``: half the key bytes a verify and a fold read and stage in shared memory, a tenth
-  less ring memory (docs/design.md, "ring records"; bench/NOTES.md, eighteenth session)
+- ``k``    [S, H, L, K]  normalised key ``k^``, fp32 (one per *key* head, shared by its value heads);
+  bitwise the key the baseline normalises itself, so the fold never normalises again
 - ``v``    [S, HV, L, V] raw value, activation dtype
 - ``g``    [S, HV, L]    fp32 log-decay, bitwise what the baseline computes from ``a``
 - ``beta`` [S, HV, L]    fp32 write strength, bitwise what the baseline computes from ``b``
@@ -34,7 +30,6 @@ import torch
 
 from ._validate import ACT_DTYPES
 
-RECORD_KINDS = ("k", "k_scale", "v", "g", "beta", "u", "folded")  # a Ring's buffers, in its fields' order
 MARK_ROWS = 4  # rows per fold marker; equals _pinned.ROW_LANES (the rows of the smallest tile a kernel loads)
 
 
@@ -119,7 +114,6 @@ class Ring:
     head dims, dtypes, device), so a ring whose kernels would read out of bounds cannot be built."""
 
     k: torch.Tensor
-    k_scale: torch.Tensor
     v: torch.Tensor
     g: torch.Tensor
     beta: torch.Tensor
@@ -131,7 +125,7 @@ class Ring:
         if not isinstance(self.cursors, RingCursors):
             raise TypeError(f"Ring.cursors must be RingCursors, got {type(self.cursors).__name__}")
         S, L, dev = self.cursors.num_slots, self.cursors.L, self.cursors.device
-        for name in RECORD_KINDS:
+        for name in ("k", "v", "g", "beta", "u", "folded"):
             t = getattr(self, name)
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"Ring.{name} must be a tensor, got {type(t).__name__}")
@@ -145,7 +139,6 @@ class Ring:
         H, K, HV, V = self.k.shape[1], self.k.shape[3], self.v.shape[1], self.v.shape[3]
         want = {
             "k": (S, H, L, K),
-            "k_scale": (S, H, L),
             "v": (S, HV, L, V),
             "g": (S, HV, L),
             "beta": (S, HV, L),
@@ -158,14 +151,11 @@ class Ring:
                                  f"got {tuple(getattr(self, name).shape)}")  # fmt: skip
         if H < 1 or HV % H:
             raise ValueError(f"Ring: value heads HV={HV} must be a multiple of key heads H={H}")
-        dtypes = {"k": ACT_DTYPES, "k_scale": (torch.float32,), "v": ACT_DTYPES, "g": (torch.float32,),
-                  "beta": (torch.float32,), "u": ACT_DTYPES, "folded": (torch.int32,)}  # fmt: skip
+        dtypes = {"k": (torch.float32,), "v": ACT_DTYPES, "g": (torch.float32,), "beta": (torch.float32,),
+                  "u": ACT_DTYPES, "folded": (torch.int32,)}  # fmt: skip
         for name, allowed in dtypes.items():
             if getattr(self, name).dtype not in allowed:
                 raise TypeError(f"Ring.{name} must have dtype in {allowed}, got {getattr(self, name).dtype}")
-        if self.k.dtype != self.v.dtype:
-            raise TypeError(f"Ring.k and Ring.v hold raw activations of one dtype, got {self.k.dtype} and "
-                            f"{self.v.dtype}")  # fmt: skip
 
     @property
     def L(self) -> int:
@@ -184,20 +174,15 @@ class Ring:
         """The activation dtype of the raw value records (the dtype the verify's inputs must have)."""
         return self.v.dtype
 
-    def normalised_keys(self, slot, pos) -> torch.Tensor:
-        """The normalised keys ``k^`` of physical records ``pos`` of ``slot``: [H, len(pos), K] fp32, ``k.float() *
-        k_scale`` (bitwise what the baseline normalises; the PyTorch references read keys this way)."""
-        return self.k[slot][:, pos].float() * self.k_scale[slot][:, pos].unsqueeze(-1)
-
     def clone(self, cursors: RingCursors | None = None) -> Ring:
         """An independent copy of the records, with ``cursors`` (default: a copy of this ring's cursors)."""
-        return Ring(*(getattr(self, x).clone() for x in RECORD_KINDS),
-                    cursors if cursors is not None else self.cursors.clone())  # fmt: skip
+        return Ring(self.k.clone(), self.v.clone(), self.g.clone(), self.beta.clone(), self.u.clone(),
+                    self.folded.clone(), cursors if cursors is not None else self.cursors.clone())  # fmt: skip
 
     @property
     def nbytes(self) -> int:
         """Bytes of this layer's record buffers and fold markers (cursors excluded: they are shared)."""
-        return sum(getattr(self, x).numel() * getattr(self, x).element_size() for x in RECORD_KINDS)
+        return sum(t.numel() * t.element_size() for t in (self.k, self.v, self.g, self.beta, self.u, self.folded))
 
     @classmethod
     def allocate(
@@ -218,7 +203,7 @@ class Ring:
         """Allocate an empty ring. Pass ``cursors`` to share one set of cursors across layers.
 
         ``L`` must be a power of two and ``>= 2 * window``; ``dtype`` is the activation dtype of the
-        raw ``k`` and ``v`` records, ``u_dtype`` (default ``dtype``) that of the update vectors. Records are
+        raw ``v`` records, ``u_dtype`` (default ``dtype``) that of the update vectors. Records are
         filled with NaN so that reading a never-written record cannot go unnoticed."""
         check_ring_geometry(L, window)
         for n, x in (("H", H), ("HV", HV), ("K", K), ("V", V)):
@@ -244,8 +229,7 @@ class Ring:
             return torch.full(shape, float("nan"), dtype=dt, device=device)
 
         return cls(
-            k=nan(num_slots, H, L, K, dt=dtype),
-            k_scale=nan(num_slots, H, L, dt=torch.float32),
+            k=nan(num_slots, H, L, K, dt=torch.float32),
             v=nan(num_slots, HV, L, V, dt=dtype),
             g=nan(num_slots, HV, L, dt=torch.float32),
             beta=nan(num_slots, HV, L, dt=torch.float32),
@@ -258,13 +242,11 @@ class Ring:
 @dataclass(frozen=True)
 class RingLayers:
     """Every GDN layer's ring in one allocation per record kind, sharing one set of cursors: ``k`` [NL, S, H, L, K],
-    ``k_scale`` [NL, S, H, L],
     ``v`` and ``u`` [NL, S, HV, L, V], ``g`` and ``beta`` [NL, S, HV, L], ``folded`` [NL, S, HV, V // 4] (layer i's
     slice has ``Ring``'s layout). ``layers[i]`` is layer i's ``Ring``, a view. What an op over all layers at once
     (``gdn_fold_ahead``) reads; a pool keeps its rings this way."""
 
     k: torch.Tensor
-    k_scale: torch.Tensor
     v: torch.Tensor
     g: torch.Tensor
     beta: torch.Tensor
@@ -274,7 +256,7 @@ class RingLayers:
     layers: tuple[Ring, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        kinds = RECORD_KINDS
+        kinds = ("k", "v", "g", "beta", "u", "folded")
         for name in kinds:
             t = getattr(self, name)
             if not isinstance(t, torch.Tensor) or t.dim() < 2:
@@ -303,6 +285,6 @@ class RingLayers:
             raise ValueError(f"num_layers must be a positive int, got {num_layers!r}")
         one = Ring.allocate(num_slots, H, HV, K, V, L=L, window=window, dtype=dtype, u_dtype=u_dtype, device=device,
                             cursors=cursors)  # fmt: skip
-        stacked = (getattr(one, x).unsqueeze(0).repeat((num_layers,) + (1,) * getattr(one, x).dim())
-                   for x in RECORD_KINDS)  # fmt: skip
+        stacked = (t.unsqueeze(0).repeat((num_layers,) + (1,) * t.dim()) for t in (one.k, one.v, one.g, one.beta,
+                                                                                     one.u, one.folded))  # fmt: skip
         return cls(*stacked, one.cursors)

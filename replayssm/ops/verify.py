@@ -20,7 +20,7 @@ import triton
 
 from . import launch, verify_launch
 from ._common import use_triton
-from ._pinned import gating_reference, l2norm_reference, l2norm_scale_reference, tile_layout
+from ._pinned import gating_reference, l2norm_reference, tile_layout
 from ._validate import (
     check_cu_seqlens,
     check_gdn_inputs,
@@ -93,13 +93,12 @@ def gdn_replay_verify_reference(
                 ring.folded[slot] = c.epoch[slot]
             hist = []
         if hist:
-            k_h = ring.normalised_keys(slot, hist).repeat_interleave(group, dim=0)  # [HV, c, K]
+            k_h = ring.k[slot][:, hist].repeat_interleave(group, dim=0)  # [HV, c, K], already normalised
             P = torch.cumsum(ring.g[slot][:, hist], -1)  # [HV, c]
             w = torch.exp(P[:, -1:] - P)
             u_h = ring.u[slot][:, hist].float() * w[..., None]  # [HV, c, V]
             S_prev = torch.exp(P[:, -1])[:, None, None] * S_prev + u_h.transpose(1, 2) @ k_h
-        k_scale = l2norm_scale_reference(k[toks].float())  # [T, H]
-        khat = k[toks].float() * k_scale[..., None]  # [T, H, K]: l2norm_reference's bits
+        khat = l2norm_reference(k[toks].float())  # [T, H, K]
         q_w = l2norm_reference(q[toks].float()).transpose(0, 1).repeat_interleave(group, dim=0) * scale  # [HV, T, K]
         k_w = khat.transpose(0, 1).repeat_interleave(group, dim=0)
         v_w = v[toks].float().transpose(0, 1)  # [HV, T, V]
@@ -117,8 +116,7 @@ def gdn_replay_verify_reference(
         o_w = torch.exp(G_w)[..., None] * (q_w @ S_prev.transpose(1, 2)) + qk @ U
         o[toks] = o_w.transpose(0, 1).to(o.dtype)
         pos = [(bs + wp + s) & (L - 1) for s in range(T)]
-        ring.k[slot][:, pos] = k[toks].transpose(0, 1)
-        ring.k_scale[slot][:, pos] = k_scale.t()
+        ring.k[slot][:, pos] = khat.transpose(0, 1)
         ring.v[slot][:, pos] = v[toks].transpose(0, 1)
         ring.g[slot][:, pos] = g_w
         ring.beta[slot][:, pos] = b_w
@@ -186,9 +184,8 @@ def gdn_replay_verify(
         GP = triton.next_power_of_2(HV // H)
         pw = prep_warps(B * H, launch.sm_count(dev), BT)
         _window_prep_kernel[(H, B)](
-            q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.k_scale, ring.g, ring.beta, c.write_pos,
-            c.base, c.flush, c.epoch, c.pending, scale, X, META, GA, GB, CW, B,
-            vl.fold_free_tail(HV * ln.programs_per_head, dev, BT), H,
+            q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
+            c.epoch, c.pending, scale, X, META, GA, GB, CW, B, vl.fold_free_tail(HV * ln.programs_per_head, dev, BT), H,
             HV, K, L, BT, GP, *vl.prep_layouts(K, BT, pw), vl.rows_smem(8), vl.rows_smem(min(8, BT)),
             *vl.order_layout(B, pw), num_warps=pw,
         )  # fmt: skip
@@ -201,13 +198,11 @@ def gdn_replay_verify(
     tc, nx, mma = vl.tensor_cores(ln, BT, KC, stages, dev)
     W = ln.num_warps
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
-        q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.k_scale, ring.v, ring.g, ring.beta, ring.u,
-        ring.folded,
+        q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded,
         META, X, GA, GB, CW, slots, cu_seqlens, c.write_pos, c.base, c.flush, c.epoch, c.pending, H, HV, K, V, L,
         BT, ln.rows, ln.rows_per_program, KC, vl.K_STEP, stages, ln.layout,
         *vl.main_layouts(ln, BT, KC), vl.SMEM, vl.chunk_smem(KC), vl.ROWS1, pre, vl.SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        vl.window_smem(tc, staged, BT), pdl, num_warps=W,
-        **vl.register_cap(HV * B * ln.programs_per_head, W, dev), **({"launch_pdl": True} if pdl else {}),
+        vl.window_smem(tc, staged, BT), pdl, num_warps=W, **vl.MAXNREG, **({"launch_pdl": True} if pdl else {}),
     )  # fmt: skip
     return o

@@ -15,7 +15,7 @@ from ._pinned import MARK, _update
 
 
 @jit
-def _fold_head(ckpt, rk, rks, rv, rg, rb, marks, ep, n, start, r0, ks, ss, vs, gs, bs_, chunks, BVP: tl.constexpr,
+def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, chunks, BVP: tl.constexpr,
                BV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr,
                CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, ROWS1: tl.constexpr, PRE: tl.constexpr,
                SMEM_PRE: tl.constexpr):  # fmt: skip
@@ -24,8 +24,7 @@ def _fold_head(ckpt, rk, rks, rv, rg, rb, marks, ep, n, start, r0, ks, ss, vs, g
 
     Everything the fold reads arrives in one round trip, issued before the marker is known (reads only: a head
     folded already just discards them): the records' keys, this program's values and every record's gate and
-    beta (``ks`` raw keys, ``ss`` their scales, ``vs``, ``gs``, ``bs_``, in logical order, shared memory), and the
-    first state block. A launch folds
+    beta (``ks``, ``vs``, ``gs``, in logical order, shared memory), and the first state block. A launch folds
     every row it owns, so one marker tells for all of them. Every thread reads it before any thread writes one
     (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to read that block's
     marker, and the slow warp would skip its rows. With ``PRE`` the next block's state is copied into the
@@ -40,7 +39,6 @@ def _fold_head(ckpt, rk, rks, rv, rg, rb, marks, ep, n, start, r0, ks, ss, vs, g
     pg = (start + jg) & (L - 1)
     async_copy.async_copy_global_to_shared(gs, rg + pg, mask=jg < n)
     async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=jg < n)
-    async_copy.async_copy_global_to_shared(ss, rks + pg, mask=jg < n)
     async_copy.commit_group()
     rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
     cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
@@ -57,8 +55,7 @@ def _fold_head(ckpt, rk, rks, rv, rg, rb, marks, ep, n, start, r0, ks, ss, vs, g
             async_copy.commit_group()
         async_copy.wait_group(1 if PRE else 0)
         gl.thread_barrier()
-        ks_rows = ks._reinterpret(rk.dtype.element_ty, [L, K], ROWS1)
-        ss_rows = ss._reinterpret(gl.float32, [L, 1], ROWS1)
+        ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
         vs_rows = vs._reinterpret(rv.dtype.element_ty, [L, BVP], ROWS1)
         gs_rows = gs._reinterpret(gl.float32, [L, 1], ROWS1)
         bs_rows = bs_._reinterpret(gl.float32, [L, 1], ROWS1)
@@ -76,30 +73,27 @@ def _fold_head(ckpt, rk, rks, rv, rg, rb, marks, ep, n, start, r0, ks, ss, vs, g
                     async_copy.commit_group()
             else:
                 h = gl.load(p)
-            h = _fold_staged(h, ks_rows, ss_rows, vs_rows, gs_rows, bs_rows, n, blk * BV, BV, TILE)
+            h = _fold_staged(h, ks_rows, vs_rows, gs_rows, bs_rows, n, blk * BV, BV, TILE)
             gl.store(p, h)
             mark = marks + (r0 + blk * BV) // MARK
             gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
 
 
 @jit
-def _fold_staged(h, ks, ss, vs, gs, bs, n, row0: tl.constexpr, BV: tl.constexpr, TILE: tl.constexpr):
-    """``_fold_records`` with the raw keys, their scales, values, gates and betas read from shared memory (records
-    in logical order); the same pinned ``_update`` on the same data (``k^ = k.float() * k_scale``, the ring key's
-    bits), so bitwise the same states. A record's decay ``exp(g)``, beta and key scale are read one record ahead,
-    so that no update waits for its gate's load (ncu: the most-sampled instruction of the loop was ``g *
-    log2(e)`` waiting for it; bench/NOTES.md, fourteenth session)."""
+def _fold_staged(h, ks, vs, gs, bs, n, row0: tl.constexpr, BV: tl.constexpr, TILE: tl.constexpr):
+    """``_fold_records`` with the keys, values, gates and betas read from shared memory (records in logical
+    order); the same pinned ``_update`` on the same data, so bitwise the same states. A record's decay ``exp(g)``
+    and beta are read one record ahead, so that no update waits for its gate's load (ncu: the most-sampled
+    instruction of the loop was ``g * log2(e)`` waiting for it; bench/NOTES.md, fourteenth session)."""
     ONE: tl.constexpr = gl.SliceLayout(1, TILE)
     e_n = gl.exp(gl.sum(gs.index(0).load(ONE), axis=0))  # (read even when n == 0: shared memory, never used)
     b_n = gl.sum(bs.index(0).load(ONE), axis=0)
-    s_n = gl.sum(ss.index(0).load(ONE), axis=0)
     for j in range(0, n):
-        e, beta, sc = e_n, b_n, s_n
+        e, beta = e_n, b_n
         jn = gl.minimum(j + 1, n - 1)  # the next record (the last one again at the end)
         e_n = gl.exp(gl.sum(gs.index(jn).load(ONE), axis=0))
         b_n = gl.sum(bs.index(jn).load(ONE), axis=0)
-        s_n = gl.sum(ss.index(jn).load(ONE), axis=0)
-        khat = gl.expand_dims(ks.index(j).load(gl.SliceLayout(0, TILE)).to(gl.float32) * sc, 0)
+        khat = gl.expand_dims(ks.index(j).load(gl.SliceLayout(0, TILE)), 0)
         v = vs.index(j).slice(row0, BV).load(gl.SliceLayout(1, TILE)).to(gl.float32)
         h = _update(h, khat, v, e, beta)
     return h

@@ -76,8 +76,8 @@ def _window_outputs(dk, dq, v_raw, live_e, tok, a_s, pt_s, eg, beta, BT: tl.cons
 
 @jit
 def _gdn_replay_verify_kernel(
-    q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring_k, ring_ks, ring_v, ring_g, ring_beta, ring_u,
-    ring_folded, META, X, GA, GB, CW, slots, cu_seqlens, c_wp, c_base, c_flush, c_epoch, c_pending,
+    q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, META,
+    X, GA, GB, CW, slots, cu_seqlens, c_wp, c_base, c_flush, c_epoch, c_pending,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
     BV: tl.constexpr, BVP: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr, STAGES: tl.constexpr,
     TILE: tl.constexpr, L3: tl.constexpr, M2: tl.constexpr, CPT: tl.constexpr, CP2: tl.constexpr,
@@ -124,15 +124,13 @@ def _gdn_replay_verify_kernel(
         a_s = ap_s.slice(0, BT, dim=1)
         pt_s = ap_s.slice(BT, BT, dim=1)
         gbv = gb_s.slice(0, BT, dim=1)
-    keys = gl.allocate_shared_memory(ring_k.dtype.element_ty, [L, K], SMEM)  # a folding row's raw history keys (one
-    # launch: any row's)
+    keys = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a folding row's history keys (one launch: any row's)
     if ring_u.dtype.element_ty.primitive_bitwidth >= v.dtype.element_ty.primitive_bitwidth:
         fold_v = us._reinterpret(v.dtype.element_ty, [L, BVP], SMEM)  # ... and its values (folded before us fills)
     else:
         fold_v = gl.allocate_shared_memory(v.dtype.element_ty, [L, BVP], SMEM)
     fold_g = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... its gates
     fold_b = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... and its betas
-    fold_s = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... and its keys' scales (one launch: any row's)
 
     if slot < 0:
         if not STAGED:
@@ -157,7 +155,6 @@ def _gdn_replay_verify_kernel(
         ru = ring_u + (s64 * HV + i_hv) * L * V
         vh = req * HV + i_hv
         rk = ring_k + (s64 * H + i_h) * L * K
-        k_head = s64 * H + i_h  # (the key scales' pointer is formed where each use needs it: fewer live registers)
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
         if fl != 0:  # 1. fold (once per epoch), then an empty history
@@ -166,8 +163,8 @@ def _gdn_replay_verify_kernel(
             else:
                 ep = gl.load(c_epoch + slot)
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-            _fold_head(ckpt, rk, ring_ks + k_head * L, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_s, fold_v, fold_g,
-                       fold_b, chunks, BVP, BV, K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
+            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, BVP, BV,
+                       K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
 
@@ -180,9 +177,6 @@ def _gdn_replay_verify_kernel(
             kk = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
             p_keys = rk + ((bs + jk) & (L - 1)) * K + kk
             async_copy.async_copy_global_to_shared(keys, p_keys, mask=(jk < n_hist) & (kk < K))
-            js = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPG)), 1)
-            p_ks = ring_ks + k_head * L + ((bs + js) & (L - 1))
-            async_copy.async_copy_global_to_shared(fold_s, p_ks, mask=js < n_hist)
             async_copy.commit_group()
         async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
         if STAGED:
@@ -214,9 +208,8 @@ def _gdn_replay_verify_kernel(
             i4 = gl.arange(0, 4, layout=gl.SliceLayout(1, M2))
             gb_s.store(gl.load(GB + vh * (4 * BT) + gl.expand_dims(i4, 1) * BT + gl.expand_dims(i1, 0)))
         else:
-            _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h, i_hv, i_v, rk,
-                          ring_ks + k_head * L, rg, rb, xs, keys, fold_s, cs, ap_s, gb_s, H, HV, K, L, BT, STAGES, ROWS,
-                          LG, CWG, LH, CWH)  # fmt: skip
+            _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h, i_hv, i_v, rk, rg, rb, xs,
+                          keys, cs, ap_s, gb_s, H, HV, K, L, BT, STAGES, ROWS, LG, CWG, LH, CWH)  # fmt: skip
 
         # S0 x for the window vectors, a chunk of K at a time: on tensor cores (three TF32 products of hi/lo parts,
         # fp32-accurate) or as in-thread FMA rows.

@@ -84,25 +84,9 @@ def main_layouts(ln: launch.Launch, BT: int, KC: int):
     return l3, m2, cpt, cp2, cp3, cpv, cpg
 
 
-MAXNREG = 128  # four 4-warp programs per SM (the compiler's own choice, 139-146, leaves three)
-REGISTERS_PER_SM = 65536
-
-
-def register_cap(programs: int, warps: int, device: torch.device) -> dict:
-    """The main kernel's ``maxnreg``: ``MAXNREG`` wherever the batch has at least ``ONE_LAUNCH_PER_SM`` 4-warp
-    programs' worth of warps per SM (no spills at T <= 4 on the staged path; one launch at T=4, L=32, which
-    ``one_launch`` leaves staged, spills outside the loops). A small batch whose heads are split over programs of
-    one or two warps (``launch.SMALL_BATCH_VERIFY``) fills fewer warps, so each resident program may take what
-    the register file leaves it (rounded down to 8, at most 248): at T=4, B <= 4, 128 registers spilled 56 bytes
-    (the raw ring keys' store and scales, 2026-12-04; ``tests/ops/test_sm90_compile.py``). Nothing on the CPU."""
-    if INTERPRET:
-        return {}
-    sms = launch.sm_count(device)
-    if programs * warps >= ONE_LAUNCH_PER_SM * 4 * sms:
-        return {"maxnreg": MAXNREG}
-    per_sm = max(1, -(-programs // sms))
-    cap = REGISTERS_PER_SM // (per_sm * 32 * warps) // 8 * 8
-    return {"maxnreg": max(MAXNREG, min(248, cap))}
+# 128 registers: four 4-warp programs per SM (the compiler's own choice, 139-146, leaves three); no spills at T <= 4
+# (one launch at T=4, L=32, which ``one_launch`` leaves staged, spills 40 bytes outside the loops)
+MAXNREG = {} if INTERPRET else {"maxnreg": 128}
 
 
 def tensor_cores(ln: launch.Launch, BT: int, KC: int, stages: int, device: torch.device):

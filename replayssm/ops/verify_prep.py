@@ -8,8 +8,7 @@ loads after it:
 - ``META [B, 8]`` int32 (key head 0): slot, bos, T, write_pos, base, flush, epoch and index of a request, in the
   order the main kernel's programs take them (``_order_rank``: folding requests kept out of the last waves);
 - ``X [B, H, 2BT, K]``: the window's keys and queries normalised with the pinned ``_l2norm`` (bitwise the
-  keys the baseline normalises; the raw keys and their ``k_scale`` are also appended to the ring),
-  ``k^_0..k^_{BT-1}`` then
+  keys the baseline normalises; the keys are also appended to the ring), ``k^_0..k^_{BT-1}`` then
   ``q^_s * scale``; rows past the window are zero;
 - per value head of the key head's group, ``GA [B, HV, 2, BT, BT]``: ``A[s, r] = beta_s e^(G_s - G_r)
   k^_s.k^_r`` (s > r) and ``P^T[r, s] = e^(G_s - G_r) q^_s.k^_r`` (r <= s); ``GB [B, HV, 4, BT]``:
@@ -23,8 +22,7 @@ The program is latency-bound, so its shape follows the round trips, not the arit
 does not depend on another is issued before the first store (a compiler may not move a load past a store
 that could alias it), the history keys arrive by ``cp.async`` while the window is normalised and gated, and
 the work inside is spread over the warps with no serial per-token or per-value-head loop. Three dependent
-round trips in all: the row's slot and bounds; its cursors, window vectors and gates; its history (raw keys,
-rebuilt as ``k.float() * k_scale``, the bits of the ring's normalised keys).
+round trips in all: the row's slot and bounds; its cursors, window vectors and gates; its history.
 The history keys (``SWK``) and the window vectors (``SWX``) sit in shared memory XOR-swizzled by row: the history
 dots read 4 key rows and 8 window rows at the same columns per load, which unswizzled all hit the same banks
 (H200, T=4, B=256: this launch 37.1 -> 22.6 us).
@@ -35,7 +33,7 @@ from __future__ import annotations
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
 from ._gluon import async_copy, gl, jit
-from ._pinned import _gating, _l2norm_scale
+from ._pinned import _gating, _l2norm
 
 META_FIELDS = 8  # slot, bos, T, write_pos, base, flush, epoch, request
 META_ROW = tl.constexpr(META_FIELDS)  # the same, readable inside kernels
@@ -105,8 +103,8 @@ def _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV: tl.constexpr, GROUP: tl.
 
 @jit
 def _window_prep_kernel(
-    q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring_k, ring_ks, ring_g, ring_beta, write_pos, base, flush,
-    epoch, pending, scale, X, META, GA, GB, CW, B, free_tail,
+    q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring_k, ring_g, ring_beta, write_pos, base, flush, epoch,
+    pending, scale, X, META, GA, GB, CW, B, free_tail,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, GP: tl.constexpr,
     ROWS: tl.constexpr, KK3: tl.constexpr, G3: tl.constexpr, LH: tl.constexpr, GH: tl.constexpr, LW: tl.constexpr,
     CPK: tl.constexpr, ML: tl.constexpr, SWK: tl.constexpr, SWX: tl.constexpr, BP: tl.constexpr, OL: tl.constexpr,
@@ -149,35 +147,28 @@ def _window_prep_kernel(
         g0, be0, hv0, live0 = _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV, GROUP, GP, BT, M0)
         g1, be1, hv1, live1 = _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV, GROUP, GP, BT, M1)
 
-        # 2. The history (a folding row has none left): its gates and key scales and, by cp.async, its raw keys.
+        # 2. The history (a folding row has none left): its gates and, by cp.async, its keys.
         n_hist = gl.where(fl != 0, 0, wp)
         rk = ring_k + (s64 * H + i_h) * L * K
-        rks = ring_ks + (s64 * H + i_h) * L
-        j_s = gl.arange(0, L, layout=gl.SliceLayout(1, gl.SliceLayout(1, LH)))
-        s_hist = gl.load(rks + ((bs + j_s) & (L - 1)), mask=j_s < n_hist, other=0.0)
         gv_h = gl.expand_dims(gl.arange(0, GP, layout=gl.SliceLayout(1, GH)), 1)  # [GP, 1]
         j_h = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(0, GH)), 0)  # [1, L]
         g_hist = gl.load(ring_g + (s64 * HV + i_h * GROUP + gv_h) * L + ((bs + j_h) & (L - 1)),
                          mask=(gv_h < GROUP) & (j_h < n_hist), other=0.0)  # fmt: skip
-        ks = gl.allocate_shared_memory(ring_k.dtype.element_ty, [L, K], SWK)
+        ks = gl.allocate_shared_memory(gl.float32, [L, K], SWK)
         jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPK)), 1)
         kk_c = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CPK)), 0)
         p_keys = rk + ((bs + jk) & (L - 1)) * K + kk_c
         async_copy.async_copy_global_to_shared(ks, p_keys, mask=(jk < n_hist) & (kk_c < K))
         async_copy.commit_group()
 
-        # 3. Normalise the window vectors (rows in parallel; each row's arithmetic is the pinned ``_l2norm``), store
-        # them; the raw keys and their scales go to the ring.
-        r_x = _l2norm_scale(x)
-        xn = x * gl.expand_dims(r_x, 1)
+        # 3. Normalise the window vectors (rows in parallel; each row's arithmetic is the pinned one), store them.
+        xn = _l2norm(x)
         xn = gl.where(is_q, xn * scale, xn)
         xs = gl.allocate_shared_memory(gl.float32, [2 * BT, K], SWX)
         xs.store(xn)
         head = b64 * H + i_h
         gl.store(X + head * (2 * BT * K) + xr * K + xc, xn)
-        gl.store(rk + ((bs + wp + t_x) & (L - 1)) * K + xc, x.to(ring_k.dtype.element_ty), mask=live_x & (xr < BT))
-        xr1 = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, ROWS))
-        gl.store(rks + ((bs + wp + xr1) & (L - 1)), r_x, mask=(xr1 < BT) & (xr1 < T))
+        gl.store(rk + ((bs + wp + t_x) & (L - 1)) * K + xc, xn, mask=live_x & (xr < BT))
         if i_h == 0:
             p_meta = META + _order_rank(f_all, ob, B, i_b, free_tail) * META_ROW + mi
             gl.store(p_meta, _meta_row(mi, slot, bos, T, wp, bs, fl, ep, i_b))
@@ -222,8 +213,7 @@ def _window_prep_kernel(
         if n_hist > 0:
             acc = gl.zeros([L, 2 * BT], gl.float32, layout=gl.SliceLayout(2, LH))
             for kc in gl.static_range(0, K, KCH):  # a record and a window vector per thread, K in-thread
-                keys = ks.slice(kc, KCH, dim=1).load(gl.SliceLayout(1, LH)).to(gl.float32)  # [L, KCH]
-                keys = keys * gl.expand_dims(s_hist, 1)  # k^: the ring key's bits
+                keys = ks.slice(kc, KCH, dim=1).load(gl.SliceLayout(1, LH))  # [L, KCH]
                 xv = xs.slice(kc, KCH, dim=1).load(gl.SliceLayout(0, LH))  # [2BT, KCH]
                 acc += gl.sum(gl.expand_dims(keys, 1) * gl.expand_dims(xv, 0), axis=2)
             P = gl.associative_scan(g_hist, 1, _add)  # cumulative log-decay through record j

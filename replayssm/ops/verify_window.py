@@ -32,7 +32,7 @@ import functools
 import triton.language as tl
 
 from ._gluon import async_copy, gl, jit
-from ._pinned import _gating, _l2norm_scale
+from ._pinned import _gating, _l2norm
 
 
 @jit
@@ -51,11 +51,9 @@ def _window_load(q, k, bos, T, i_h, H: tl.constexpr, K: tl.constexpr, BT: tl.con
 
 @jit
 def _window_normalise(x, xr, scale, BT: tl.constexpr):
-    """(k^ and q^ * scale of ``_window_load``'s vectors, each row's ``_l2norm_scale``): the pinned ``_l2norm``,
-    bitwise the baseline's keys."""
-    r = _l2norm_scale(x)
-    xn = x * gl.expand_dims(r, 1)
-    return gl.where(xr >= BT, xn * scale, xn), r
+    """k^ and q^ * scale of ``_window_load``'s vectors: the pinned ``_l2norm``, bitwise the baseline's keys."""
+    xn = _l2norm(x)
+    return gl.where(xr >= BT, xn * scale, xn)
 
 
 @jit
@@ -180,50 +178,39 @@ def _history_weights(g_hist, L: tl.constexpr, LH: tl.constexpr):
 
 
 @jit
-def _history_dots(ks, ss, xs, w, cs, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, LH: tl.constexpr,
+def _history_dots(ks, xs, w, cs, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, LH: tl.constexpr,
                   CWH: tl.constexpr):  # fmt: skip
-    """``cs[j, x] = w_j k^_j . x`` for the raw history keys ``ks`` [L, K] and their scales ``ss`` [L, 1] (shared;
-    ``k^_j = k_j.float() * k_scale_j``, the ring key's bits) and window vectors ``xs`` (shared), as ``_smem_dots``
-    in ``LH``; w: ``_history_weights`` (in ``SliceLayout(1, SliceLayout(2, LH))``)."""
-    acc = gl.zeros([L, 2 * BT, CWH], gl.float32, layout=LH)
-    for kc in gl.static_range(0, K, CWH):
-        sc = ss.load(gl.SliceLayout(1, LH))  # [L, 1] (read per chunk: nothing stays live across the loop)
-        x = ks.slice(kc, CWH, dim=1).load(gl.SliceLayout(1, LH)).to(gl.float32) * sc  # [L, CW]
-        y = xs.slice(0, 2 * BT, dim=0).slice(kc, CWH, dim=1).load(gl.SliceLayout(0, LH))  # [2BT, CW]
-        acc += gl.expand_dims(x, 1) * gl.expand_dims(y, 0)
-    cs.store(gl.expand_dims(w, 1) * gl.sum(acc, axis=2))
+    """``cs[j, x] = w_j k^_j . x`` for the history keys ``ks`` [L, K] and window vectors ``xs`` (shared), by
+    ``_smem_dots`` in ``LH``; w: ``_history_weights`` (in ``SliceLayout(1, SliceLayout(2, LH))``)."""
+    acc = _smem_dots(ks, xs.slice(0, 2 * BT, dim=0), L, 2 * BT, K, LH, CWH)
+    cs.store(gl.expand_dims(w, 1) * acc)
 
 
 @jit
-def _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h, i_hv, i_v, rk, rks, rg, rb, xs,
-                  keys, key_scales, cs, ap_s, gb_s, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr,
+def _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h, i_hv, i_v, rk, rg, rb, xs, keys,
+                  cs, ap_s, gb_s, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr,
                   BT: tl.constexpr, STAGES: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
                   LH: tl.constexpr, CWH: tl.constexpr):  # fmt: skip
-    """A program's window terms into shared memory (``xs``, ``ap_s``, ``gb_s``, ``cs``), and the window's raw keys,
-    their scales, gates and betas appended to the ring (by the program of rows 0; keys by its key head's first
-    value head).
-    Called once the checkpoint's copies are issued, the history's keys and their scales (in ``keys``,
-    ``key_scales``) being the oldest of
+    """A program's window terms into shared memory (``xs``, ``ap_s``, ``gb_s``, ``cs``), and the window's keys,
+    gates and betas appended to the ring (by the program of rows 0; keys by its key head's first value head).
+    Called once the checkpoint's copies are issued, the history's keys (in ``keys``) being the oldest of
     ``STAGES + 1`` copy groups: the window's matrices need no copy, so they run while the first chunks are on
     their way; the history's dots wait for the keys alone."""
     GROUP: tl.constexpr = HV // H
+    x, xr, xc = _window_load(q, k, bos, T, i_h, H, K, BT, ROWS)
     jl = gl.arange(0, L, layout=gl.SliceLayout(0, gl.SliceLayout(2, LH)))
     g_hist = gl.load(rg + ((bs + jl) & (L - 1)), mask=jl < n_hist, other=0.0)
     MT: gl.constexpr = gl.SliceLayout(2, LG)
     _, be_r = _window_gates(a, b, A_log, dt_bias, bos, T, i_hv, HV, BT, BT, gl.SliceLayout(1, MT))
     g_c, be_c = _window_gates(a, b, A_log, dt_bias, bos, T, i_hv, HV, BT, 2 * BT, gl.SliceLayout(0, MT))
     Gr, Gc = _window_cumgates(a, b, A_log, dt_bias, bos, T, i_hv, HV, BT, MT)
-    x, xr, xc = _window_load(q, k, bos, T, i_h, H, K, BT, ROWS)  # the last loads: the raw keys' store follows
-    if i_v == 0:  # the raw keys go to the ring before anything else (a store may not be passed by a load)
-        t_x = xr & (BT - 1)
-        p_k = rk + ((bs + wp + t_x) & (L - 1)) * K + xc
-        gl.store(p_k, x.to(rk.dtype.element_ty), mask=(t_x < T) & (xr < BT) & (xc < K) & (i_hv % GROUP == 0))
     w_hist, e_gt = _history_weights(g_hist, L, LH)
-    xn, r_x = _window_normalise(x, xr, scale, BT)
+    xn = _window_normalise(x, xr, scale, BT)
     xs.slice(0, 2 * BT, dim=0).store(xn)
     if i_v == 0:
-        x1 = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, ROWS))
-        gl.store(rks + ((bs + wp + x1) & (L - 1)), r_x, mask=(x1 < T) & (x1 < BT) & (i_hv % GROUP == 0))
+        t_x = xr & (BT - 1)
+        p_k = rk + ((bs + wp + t_x) & (L - 1)) * K + xc
+        gl.store(p_k, xn, mask=(t_x < T) & (xr < BT) & (xc < K) & (i_hv % GROUP == 0))
         t1 = gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, MT))
         p_w = (bs + wp + t1) & (L - 1)
         gl.store(rg + p_w, g_c, mask=t1 < T)
@@ -233,4 +220,4 @@ def _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h
     async_copy.wait_group(STAGES)  # the history's keys
     gl.thread_barrier()
     if n_hist > 0:
-        _history_dots(keys, key_scales, xs, w_hist, cs, K, L, BT, LH, CWH)
+        _history_dots(keys, xs, w_hist, cs, K, L, BT, LH, CWH)

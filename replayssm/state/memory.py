@@ -17,7 +17,7 @@ def pool_memory_report(pool) -> dict[str, int]:
     }
     if pool.cfg.backend == "replay":
         c, r = pool.cursors, pool.ring_layers
-        rep["rings"] = _nbytes(r.k, r.k_scale, r.v, r.g, r.beta, r.u, r.folded)
+        rep["rings"] = _nbytes(r.k, r.v, r.g, r.beta, r.u, r.folded)
         rep["rings"] += _nbytes(c.write_pos, c.base, c.flush, c.pending, c.epoch)
     rep["total"] = sum(rep.values())
     return rep

@@ -14,7 +14,7 @@ import torch
 from ..ops import Ring
 from .config import PoolConfig
 
-_RING = ("ring_k", "ring_k_scale", "ring_v", "ring_g", "ring_beta", "ring_u")
+_RING = ("ring_k", "ring_v", "ring_g", "ring_beta", "ring_u")
 _CURSORS = ("write_pos", "base", "flush")
 
 

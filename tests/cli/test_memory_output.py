@@ -35,16 +35,15 @@ def test_scratch_is_labelled_the_same_way_in_every_row(capsys):
     rows = {_cells(r)[0]: _cells(r)[1:] for r in _table(out)}
     of_it = rows["of it snapshots (recurrent) / ring (replay)"]
     # recurrent: 36 layers x 4 x 4,194,304 B of snapshots; replay: 36 layers of ring + 20 B of cursors, a layer's
-    # ring L * (HK*2 + 4H + HV*V*2 + 8HV + HV*V*2) B of records (bf16 raw keys, their fp32 scales, bf16 values and
-    # update vectors) + HV * V/4 * 4 B of markers
+    # ring L * (4HK + HV*V*2 + 8HV + HV*V*2) B of records (bf16 values and update vectors) + HV * V/4 * 4 B of markers
     H, HV, K, V, L = 16, 64, 128, 128, 16
-    ring = L * (2 * H * K + 4 * H + 2 * HV * V + 8 * HV + 2 * HV * V) + HV * (V // 4) * 4
-    assert ring == 607_232
+    ring = L * (4 * H * K + 2 * HV * V + 8 * HV + 2 * HV * V) + HV * (V // 4) * 4
+    assert ring == 671_744
     per_request = 36 * ring + 20
     assert of_it == ["603,979,776", f"{per_request:,}"]
     assert p["scratch_per_request"] == {"recurrent": 603_979_776, "replay": per_request}
-    assert p["scratch_total"] == {"recurrent": 56 * 603_979_776, "replay": 236 * per_request}
-    assert rows["their snapshots (recurrent) / rings (replay)"] == [f"{56 * 603_979_776:,}", f"{236 * per_request:,}"]
+    assert p["scratch_total"] == {"recurrent": 56 * 603_979_776, "replay": 233 * per_request}
+    assert rows["their snapshots (recurrent) / rings (replay)"] == [f"{56 * 603_979_776:,}", f"{233 * per_request:,}"]
 
 
 def test_window_1_has_no_snapshots(capsys):

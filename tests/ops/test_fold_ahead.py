@@ -16,7 +16,6 @@ from replayssm.ops import (
     gdn_replay_verify,
     launch,
 )
-from replayssm.ops.ring import RECORD_KINDS
 from tests.helpers.chain import LayerChain, call
 from tests.helpers.gdn64 import rel_err
 from tests.helpers.inputs import make_gdn_inputs, slot_tensor
@@ -75,7 +74,7 @@ def test_fold_ahead_matches_the_reference(device):
     res = {}
     for impl in ("triton", "reference"):
         ck = c.checkpoint.clone()
-        rings = RingLayers(*(getattr(c.rings, n).clone() for n in RECORD_KINDS),
+        rings = RingLayers(*(getattr(c.rings, n).clone() for n in ("k", "v", "g", "beta", "u", "folded")),
                            c.rings.cursors.clone())  # fmt: skip
         fn = gdn_fold_ahead if impl == "triton" else gdn_fold_ahead_reference
         kw = {"impl": "triton"} if impl == "triton" else {}
@@ -112,7 +111,7 @@ def test_fold_ahead_splits_heads_over_programs(device):
     res = []
     for rows in (8, 32):
         ck = c.checkpoint.clone()
-        rings = RingLayers(*(getattr(c.rings, n).clone() for n in RECORD_KINDS),
+        rings = RingLayers(*(getattr(c.rings, n).clone() for n in ("k", "v", "g", "beta", "u", "folded")),
                            c.rings.cursors.clone())  # fmt: skip
         with launch.override(fold_ahead=launch.TileConfig(num_warps=1, rows_per_thread=1, rows_per_program=rows)):
             gdn_fold_ahead(ck, rings, slot_tensor([1, 0], device), impl="triton")
@@ -176,12 +175,12 @@ def test_ring_layers_checks_its_buffers():
     r.layers[1].k.fill_(1.0)  # a layer's Ring is a view
     assert (r.k[1] == 1).all() and r.k[0].isnan().all()
     with pytest.raises(ValueError, match="same number of layers"):
-        RingLayers(r.k, r.k_scale, r.v[:2], r.g, r.beta, r.u, r.folded, r.cursors)
+        RingLayers(r.k, r.v[:2], r.g, r.beta, r.u, r.folded, r.cursors)
     with pytest.raises(ValueError, match="Ring.k"):
-        RingLayers(r.k[:, :, :, :4].contiguous(), r.k_scale, r.v, r.g, r.beta, r.u, r.folded, r.cursors)  # L=4, not 8
+        RingLayers(r.k[:, :, :, :4].contiguous(), r.v, r.g, r.beta, r.u, r.folded, r.cursors)  # L=4 records, not 8
     with pytest.raises(ValueError, match="num_layers"):
         RingLayers.allocate(0, 4, H, HV, K, V, L=8, window=2)
     big = RingLayers.allocate(2, 8, H, HV, K, V, L=8, window=2, dtype=torch.float32)
-    parts = tuple(getattr(big, n)[:, :4] for n in RECORD_KINDS)
+    parts = (big.k[:, :4], big.v[:, :4], big.g[:, :4], big.beta[:, :4], big.u[:, :4], big.folded[:, :4])
     with pytest.raises(ValueError, match="contiguous"):  # slots 0-3 of a larger stack: the kernels' offsets break
         RingLayers(*parts, r.cursors)

@@ -93,9 +93,9 @@ def test_a_ring_on_cursors_of_another_slot_count_cannot_be_built():
     for n in (S - 1, S + 1):
         cursors = RingCursors.allocate(n, L=L, window=T)
         with pytest.raises(ValueError, match=rf"Ring.k must have shape \({n}, {H}, {L}, {K}\) for {n} slots"):
-            Ring(ring.k, ring.k_scale, ring.v, ring.g, ring.beta, ring.u, ring.folded, cursors)
+            Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, cursors)
     other_len = RingCursors.allocate(S, L=2 * L, window=T)
     with pytest.raises(ValueError, match="for 3 slots and L=8"):
-        Ring(ring.k, ring.k_scale, ring.v, ring.g, ring.beta, ring.u, ring.folded, other_len)
+        Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, other_len)
     with pytest.raises(TypeError, match="Ring.cursors must be RingCursors"):
-        Ring(ring.k, ring.k_scale, ring.v, ring.g, ring.beta, ring.u, ring.folded, ring.cursors.write_pos)
+        Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, ring.cursors.write_pos)

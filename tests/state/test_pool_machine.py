@@ -47,8 +47,7 @@ class LockstepPools(RuleBasedStateMachine):
         idx = torch.tensor(ids, dtype=torch.long)
         parts = [p.checkpoint[:, idx], p.conv_state[:, idx]]
         if p.cfg.backend == "replay":
-            r = p.ring_layers
-            parts += [r.k[:, idx], r.k_scale[:, idx], r.u[:, idx], p.cursors.write_pos[idx], p.cursors.base[idx]]
+            parts += [p.ring_layers.k[:, idx], p.ring_layers.u[:, idx], p.cursors.write_pos[idx], p.cursors.base[idx]]
         return [t.clone().nan_to_num() for t in parts]
 
     @initialize()
