@@ -5,6 +5,7 @@ the landed tree's pure-flush, pure-non-flush and random steps (T=4, L=16, B=256)
 from the bench's random states (``rand``), from states of NaN (``nan``) and of zeros (``zero``: the fold's products
 and sums all zero), in turn, twice; `nvidia-smi` samples SM clock and power meanwhile (``smi.csv``). Timing only."""
 
+import dataclasses
 import json
 import os
 import sys
@@ -32,7 +33,7 @@ def main():
             for kind in ("rand", "nan", "zero"):
                 s0 = {"rand": base.state0, "nan": torch.full_like(base.state0, float("nan")),
                       "zero": torch.zeros_like(base.state0)}[kind]  # fmt: skip
-                case = base.__class__(base.geo, base.T, base.L, base.dtype, base.inputs, s0, base.accept)
+                case = dataclasses.replace(base, state0=s0)
                 row = {"T": T, "L": L, "B": B, "state": kind, "rep": rep, "t_start": time.time() - t0}
                 row["random_us"] = timer(ReplayStep.build(case)) / layers * 1e6
                 free_memory()
