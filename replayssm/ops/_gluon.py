@@ -115,6 +115,7 @@ def _shim() -> types.SimpleNamespace:
         "minimum",
         "expand_dims",
         "broadcast",
+        "gather",
     )
     for name in names:
         setattr(ns, name, route(name))

@@ -187,7 +187,7 @@ def gdn_replay_verify(
             q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
             c.epoch, c.pending, scale, X, META, GA, GB, CW, B, vl.fold_free_tail(HV * ln.programs_per_head, dev, BT), H,
             HV, K, L, BT, GP, *vl.prep_layouts(K, BT, pw), vl.rows_smem(8), vl.rows_smem(min(8, BT)),
-            *vl.order_layout(B, pw), num_warps=pw,
+            *vl.order_layout(B, pw), vl.gate_layout(GP, BT, pw), num_warps=pw,
         )  # fmt: skip
     else:  # the main kernel reads each row's slot, window and cursors itself, and sets ``pending``
         META = X = GA = GB = CW = slots  # not read

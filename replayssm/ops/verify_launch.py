@@ -55,6 +55,13 @@ def fold_free_tail(programs_per_request: int, device: torch.device, BT: int = 2)
     return waves * ONE_LAUNCH_PER_SM * launch.sm_count(device) / programs_per_request
 
 
+def gate_layout(GP: int, BT: int, W: int):
+    """Layout of the staging kernel's [GP, BT] gates (a key head's value heads over the window), computed once with
+    an element per lane where they fit (the two layouts of its matrices then take them by ``convert_layout``)."""
+    lanes_t = min(BT, 32)
+    return gl.BlockedLayout([1, 1], [32 // lanes_t, lanes_t], [W, 1], [1, 0])
+
+
 def order_layout(B: int, W: int):
     """(BP, layout) of the staging kernel's [BP] vector of every request's flush flag (``_order_rank``)."""
     BP = max(32, triton.next_power_of_2(B))

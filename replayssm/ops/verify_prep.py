@@ -85,13 +85,20 @@ def _add(x, y):
 
 
 @jit
+def _group_index(i_h, T, GROUP: tl.constexpr, GP: tl.constexpr, BT: tl.constexpr, LAY: tl.constexpr):
+    """(head, live) [GP, BT] in ``LAY``: the value head of each row of the group, and where the window has a token."""
+    gv = gl.expand_dims(gl.arange(0, GP, layout=gl.SliceLayout(1, LAY)), 1)
+    t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(0, LAY)), 0)
+    return i_h * GROUP + gv, (gv < GROUP) & (t < T)
+
+
+@jit
 def _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV: tl.constexpr, GROUP: tl.constexpr, GP: tl.constexpr,
                  BT: tl.constexpr, LAY: tl.constexpr):  # fmt: skip
     """(g, beta, head, live) [GP, BT] in ``LAY`` of the group's value heads over the window (0 where not live)."""
     gv = gl.expand_dims(gl.arange(0, GP, layout=gl.SliceLayout(1, LAY)), 1)
     t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(0, LAY)), 0)
-    hv = i_h * GROUP + gv
-    live = (gv < GROUP) & (t < T)
+    hv, live = _group_index(i_h, T, GROUP, GP, BT, LAY)
     off = (bos.to(gl.int64) + gl.minimum(t, T - 1)) * HV + hv
     a_w = gl.load(a + off, mask=live, other=0.0).to(gl.float32)
     b_w = gl.load(b + off, mask=live, other=0.0).to(gl.float32)
@@ -108,6 +115,7 @@ def _window_prep_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, GP: tl.constexpr,
     ROWS: tl.constexpr, KK3: tl.constexpr, G3: tl.constexpr, LH: tl.constexpr, GH: tl.constexpr, LW: tl.constexpr,
     CPK: tl.constexpr, ML: tl.constexpr, SWK: tl.constexpr, SWX: tl.constexpr, BP: tl.constexpr, OL: tl.constexpr,
+    GG: tl.constexpr,
 ):  # fmt: skip
     i_h = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -144,8 +152,12 @@ def _window_prep_kernel(
         x += gl.load(q + off, mask=live_x & is_q, other=0.0).to(gl.float32)
         M0: gl.constexpr = gl.SliceLayout(2, G3)  # [GP, BT] indexed (value head, s)
         M1: gl.constexpr = gl.SliceLayout(1, G3)  # [GP, BT] indexed (value head, r)
-        g0, be0, hv0, live0 = _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV, GROUP, GP, BT, M0)
-        g1, be1, hv1, live1 = _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV, GROUP, GP, BT, M1)
+        # the gates once, an element per lane (GG), then moved to the two layouts (the same bits: elementwise)
+        g_c, be_c, _, _ = _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV, GROUP, GP, BT, GG)
+        g0, be0 = gl.convert_layout(g_c, M0), gl.convert_layout(be_c, M0)
+        g1, be1 = gl.convert_layout(g_c, M1), gl.convert_layout(be_c, M1)
+        hv0, _ = _group_index(i_h, T, GROUP, GP, BT, M0)
+        hv1, live1 = _group_index(i_h, T, GROUP, GP, BT, M1)
 
         # 2. The history (a folding row has none left): its gates and, by cp.async, its keys.
         n_hist = gl.where(fl != 0, 0, wp)
@@ -155,10 +167,12 @@ def _window_prep_kernel(
         g_hist = gl.load(ring_g + (s64 * HV + i_h * GROUP + gv_h) * L + ((bs + j_h) & (L - 1)),
                          mask=(gv_h < GROUP) & (j_h < n_hist), other=0.0)  # fmt: skip
         ks = gl.allocate_shared_memory(gl.float32, [L, K], SWK)
-        jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPK)), 1)
+        # In ring (physical) order: a record's address and place are constants, only its mask is computed (the
+        # logical order, record j at (base + j) & (L - 1), is restored on the dots, step 5).
+        pk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPK)), 1)
         kk_c = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CPK)), 0)
-        p_keys = rk + ((bs + jk) & (L - 1)) * K + kk_c
-        async_copy.async_copy_global_to_shared(ks, p_keys, mask=(jk < n_hist) & (kk_c < K))
+        in_hist = ((pk - bs) & (L - 1)) < n_hist
+        async_copy.async_copy_global_to_shared(ks, rk + pk * K + kk_c, mask=in_hist & (kk_c < K))
         async_copy.commit_group()
 
         # 3. Normalise the window vectors (rows in parallel; each row's arithmetic is the pinned one), store them.
@@ -216,6 +230,10 @@ def _window_prep_kernel(
                 keys = ks.slice(kc, KCH, dim=1).load(gl.SliceLayout(1, LH))  # [L, KCH]
                 xv = xs.slice(kc, KCH, dim=1).load(gl.SliceLayout(0, LH))  # [2BT, KCH]
                 acc += gl.sum(gl.expand_dims(keys, 1) * gl.expand_dims(xv, 0), axis=2)
+            ACC: gl.constexpr = gl.SliceLayout(2, LH)
+            j_a = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, ACC)), 1)
+            x_a = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, ACC)), 0)
+            acc = gl.gather(acc, ((bs + j_a) & (L - 1)) + x_a * 0, 0)  # ring order -> record order
             P = gl.associative_scan(g_hist, 1, _add)  # cumulative log-decay through record j
             w = gl.convert_layout(gl.exp(gl.expand_dims(Gt, 1) - P), gl.SliceLayout(2, LW))  # [GP, L]
             cw = gl.expand_dims(w, 2) * gl.expand_dims(gl.convert_layout(acc, gl.SliceLayout(0, LW)), 0)
