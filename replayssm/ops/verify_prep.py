@@ -26,6 +26,14 @@ round trips in all: the row's slot and bounds; its cursors, window vectors and g
 The history keys (``SWK``) and the window vectors (``SWX``) sit in shared memory XOR-swizzled by row: the history
 dots read 4 key rows and 8 window rows at the same columns per load, which unswizzled all hit the same banks
 (H200, T=4, B=256: this launch 37.1 -> 22.6 us).
+
+Its instructions count too (ncu, H200: half the issue slots busy with under three warps per scheduler), so the work a
+program repeats is kept small: the gates are computed once, an element per lane, and moved to the two layouts of the
+matrices (elementwise, so the same bits; they were computed twice, four elements per thread at T=1); the history keys
+are copied in ring order, each record at a constant address with only its mask computed, and the dots are gathered
+back to record order (the same sums; the address arithmetic of the logical order cost ~8 instructions a record).
+T=1, L=32, B=256: 2,608 -> 2,208 instructions (compiled), this launch 18.1 -> 16.1 us (bench/NOTES.md, nineteenth
+session).
 """
 
 from __future__ import annotations
