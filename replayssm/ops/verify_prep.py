@@ -103,7 +103,7 @@ def _group_index(i_h, T, GROUP: tl.constexpr, GP: tl.constexpr, BT: tl.constexpr
 @jit
 def _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV: tl.constexpr, GROUP: tl.constexpr, GP: tl.constexpr,
                  BT: tl.constexpr, LAY: tl.constexpr):  # fmt: skip
-    """(g, beta, head, live) [GP, BT] in ``LAY`` of the group's value heads over the window (0 where not live)."""
+    """(g, beta) [GP, BT] in ``LAY`` of the group's value heads over the window (0 where not live)."""
     gv = gl.expand_dims(gl.arange(0, GP, layout=gl.SliceLayout(1, LAY)), 1)
     t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(0, LAY)), 0)
     hv, live = _group_index(i_h, T, GROUP, GP, BT, LAY)
@@ -113,7 +113,7 @@ def _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV: tl.constexpr, GROUP: tl.
     A = gl.load(A_log + hv, mask=gv < GROUP, other=0.0).to(gl.float32)
     dtb = gl.load(dt_bias + hv, mask=gv < GROUP, other=0.0).to(gl.float32)
     g, beta = _gating(a_w, b_w, A, dtb)
-    return gl.where(live, g, 0.0), gl.where(live, beta, 0.0), hv, live
+    return gl.where(live, g, 0.0), gl.where(live, beta, 0.0)
 
 
 @jit
@@ -161,7 +161,7 @@ def _window_prep_kernel(
         M0: gl.constexpr = gl.SliceLayout(2, G3)  # [GP, BT] indexed (value head, s)
         M1: gl.constexpr = gl.SliceLayout(1, G3)  # [GP, BT] indexed (value head, r)
         # the gates once, an element per lane (GG), then moved to the two layouts (the same bits: elementwise)
-        g_c, be_c, _, _ = _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV, GROUP, GP, BT, GG)
+        g_c, be_c = _group_gates(a, b, A_log, dt_bias, bos, T, i_h, HV, GROUP, GP, BT, GG)
         g0, be0 = gl.convert_layout(g_c, M0), gl.convert_layout(be_c, M0)
         g1, be1 = gl.convert_layout(g_c, M1), gl.convert_layout(be_c, M1)
         hv0, _ = _group_index(i_h, T, GROUP, GP, BT, M0)
@@ -241,7 +241,7 @@ def _window_prep_kernel(
             ACC: gl.constexpr = gl.SliceLayout(2, LH)
             j_a = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, ACC)), 1)
             x_a = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, ACC)), 0)
-            acc = gl.gather(acc, ((bs + j_a) & (L - 1)) + x_a * 0, 0)  # ring order -> record order
+            acc = gl.gather(acc, gl.broadcast((bs + j_a) & (L - 1), x_a)[0], 0)  # ring order -> record order
             P = gl.associative_scan(g_hist, 1, _add)  # cumulative log-decay through record j
             w = gl.convert_layout(gl.exp(gl.expand_dims(Gt, 1) - P), gl.SliceLayout(2, LW))  # [GP, L]
             cw = gl.expand_dims(w, 2) * gl.expand_dims(gl.convert_layout(acc, gl.SliceLayout(0, LW)), 0)
