@@ -51,7 +51,10 @@ class _Shared:
 
     def _reinterpret(self, dtype, shape, layout):
         shape = [_unwrap(x) for x in shape]
-        return _Shared(self.data.reshape(-1)[: int(np.prod(shape))].reshape(shape), self.dtype)  # a view of the start
+        if not self.data.flags.c_contiguous:
+            raise ValueError("_reinterpret of a strided shared-memory view")
+        flat = self.data.reshape(-1).view(_np_dtype(dtype))  # the same bytes read as ``dtype``: a view of the start
+        return _Shared(flat[: int(np.prod(shape))].reshape(shape), dtype)
 
     def permute(self, order):
         return _Shared(self.data.transpose([_unwrap(o) for o in order]), self.dtype)
@@ -75,6 +78,11 @@ def _allocate_shared_memory(element_ty, shape, layout=None, value=None):
     if value is not None:
         buf.store(value)
     return buf
+
+
+def _static_assert(cond, msg=""):
+    if not (cond.value if isinstance(cond, tl.constexpr) else cond):
+        raise AssertionError(f"static_assert failed: {msg}")
 
 
 def _shim() -> types.SimpleNamespace:
@@ -137,6 +145,7 @@ def _shim() -> types.SimpleNamespace:
     ns.zeros = lambda shape, dtype, layout=None: tl.zeros(shape, dtype)
     ns.convert_layout = lambda value, layout, assert_trivial=False: value
     ns.thread_barrier = lambda: None
+    ns.static_assert = _static_assert
     ns.allocate_shared_memory = _allocate_shared_memory
     return ns
 

@@ -84,7 +84,7 @@ def _gdn_replay_verify_kernel(
     CP3: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, SMEM: tl.constexpr, SMEM_CHUNK: tl.constexpr,
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
-    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr,
+    LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr, PACK: tl.constexpr,
 ):  # fmt: skip
     if PDL:  # a programmatic dependent launch: wait for the kernel before to finish, then let the next one launch
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // $0", "=r", [],
@@ -109,28 +109,55 @@ def _gdn_replay_verify_kernel(
         tok, rows_e, live_e, p_o = _epilogue_index(o, bos, T, r0, i_hv, HV, V, BT, BVP, EPI)
 
     chunks = gl.allocate_shared_memory(gl.float32, [STAGES, BVP, KC], SMEM_CHUNK)
-    xs = gl.allocate_shared_memory(gl.float32, [NX, K], SMEM_X)  # window vectors (rows past 2BT: MMA padding)
-    us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
-    cs = gl.allocate_shared_memory(gl.float32, [L, 2 * BT], SMEM)  # weighted history dots
-    vw = gl.allocate_shared_memory(v.dtype.element_ty, [BT, BVP], SMEM)  # the window's values
-    if STAGED:
-        a_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # A[s, r]
-        pt_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # P[s, r] stored as [r, s]
-        gb_s = gl.allocate_shared_memory(gl.float32, [4, BT], SMEM)  # e^G_s, beta_s, e^Gt, -
+    if PACK:  # staged: the stream's small buffers live in the rows of a folding row's keys (its fold is over first)
+        us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
+        keys = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)
+        CR: gl.constexpr = (L * 2 * BT + K - 1) // K  # rows of K fp32 each buffer takes (powers of two) ...
+        VR: gl.constexpr = (BT * BVP * v.dtype.element_ty.primitive_bitwidth // 8 + 4 * K - 1) // (4 * K)
+        AR: gl.constexpr = (BT * BT + K - 1) // K
+        GR: gl.constexpr = (4 * BT + K - 1) // K
+        OC: gl.constexpr = (NX + CR - 1) // CR * CR  # ... and where it starts (a multiple of its rows: a subslice
+        OV: gl.constexpr = (OC + CR + VR - 1) // VR * VR  # may not straddle a tile of its own size)
+        OA: gl.constexpr = (OV + VR + AR - 1) // AR * AR
+        OG: gl.constexpr = (OA + 2 * AR + GR - 1) // GR * GR
+        gl.static_assert(OG + GR <= L, "PACK: the stream's buffers must fit in the keys' rows")
+        gl.static_assert(2 * L <= K, "PACK: the fold's gates and betas must fit in one row of keys")
+        xs = keys.slice(0, NX, dim=0)._reinterpret(gl.float32, [NX, K], SMEM_X)
+        cs = keys.slice(OC, CR, dim=0)._reinterpret(gl.float32, [L, 2 * BT], SMEM)
+        vw = keys.slice(OV, VR, dim=0)._reinterpret(v.dtype.element_ty, [BT, BVP], SMEM)
+        a_s = keys.slice(OA, AR, dim=0)._reinterpret(gl.float32, [BT, BT], SMEM)
+        pt_s = keys.slice(OA + AR, AR, dim=0)._reinterpret(gl.float32, [BT, BT], SMEM)
+        gb_s = keys.slice(OG, GR, dim=0)._reinterpret(gl.float32, [4, BT], SMEM)
         gbv = gb_s
-    else:  # the same, A | P^T side by side and the decays in columns < BT (_window_matrices)
-        ap_s = gl.allocate_shared_memory(gl.float32, [BT, 2 * BT], SMEM)
-        gb_s = gl.allocate_shared_memory(gl.float32, [4, 2 * BT], SMEM)
-        a_s = ap_s.slice(0, BT, dim=1)
-        pt_s = ap_s.slice(BT, BT, dim=1)
-        gbv = gb_s.slice(0, BT, dim=1)
-    keys = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a folding row's history keys (one launch: any row's)
+        # a folding row holds at most L - T records (ring_commit flushes before a window could overrun the ring), so
+        # the keys' last row is free during a fold: its gates and betas go there
+        tail = keys.slice(L - 1, 1, dim=0)
+        fold_g = tail.slice(0, L, dim=1)._reinterpret(gl.float32, [L, 1], SMEM)
+        fold_b = tail.slice(L, L, dim=1)._reinterpret(gl.float32, [L, 1], SMEM)
+    else:
+        xs = gl.allocate_shared_memory(gl.float32, [NX, K], SMEM_X)  # window vectors (rows past 2BT: MMA padding)
+        us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
+        cs = gl.allocate_shared_memory(gl.float32, [L, 2 * BT], SMEM)  # weighted history dots
+        vw = gl.allocate_shared_memory(v.dtype.element_ty, [BT, BVP], SMEM)  # the window's values
+        if STAGED:
+            a_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # A[s, r]
+            pt_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)  # P[s, r] stored as [r, s]
+            gb_s = gl.allocate_shared_memory(gl.float32, [4, BT], SMEM)  # e^G_s, beta_s, e^Gt, -
+            gbv = gb_s
+        else:  # the same, A | P^T side by side and the decays in columns < BT (_window_matrices)
+            ap_s = gl.allocate_shared_memory(gl.float32, [BT, 2 * BT], SMEM)
+            gb_s = gl.allocate_shared_memory(gl.float32, [4, 2 * BT], SMEM)
+            a_s = ap_s.slice(0, BT, dim=1)
+            pt_s = ap_s.slice(BT, BT, dim=1)
+            gbv = gb_s.slice(0, BT, dim=1)
+        keys = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a folding row's history keys (one launch: any)
     if ring_u.dtype.element_ty.primitive_bitwidth >= v.dtype.element_ty.primitive_bitwidth:
         fold_v = us._reinterpret(v.dtype.element_ty, [L, BVP], SMEM)  # ... and its values (folded before us fills)
     else:
         fold_v = gl.allocate_shared_memory(v.dtype.element_ty, [L, BVP], SMEM)
-    fold_g = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... its gates
-    fold_b = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... and its betas
+    if not PACK:
+        fold_g = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... its gates
+        fold_b = gl.allocate_shared_memory(gl.float32, [L, 1], SMEM)  # ... and its betas
 
     if slot < 0:
         if not STAGED:
@@ -165,6 +192,8 @@ def _gdn_replay_verify_kernel(
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
             _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, BVP, BV,
                        K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
+            if PACK:  # a head folded already (a retry) left its copies into the keys' rows in flight
+                async_copy.wait_group(0)
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
 

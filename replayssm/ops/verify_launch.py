@@ -186,6 +186,23 @@ def use_pdl(programs: int, device: torch.device) -> bool:
     return env == "1" or programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
 
+def pack_in_keys(L: int, K: int, BT: int, NX: int, BVP: int, v_bytes: int) -> bool:
+    """Whether the staged main kernel keeps its stream's small buffers (the [NX, K] window vectors, the [L, 2BT]
+    history dots, the [BT, BVP] window values, the [BT, BT] matrices and the [4, BT] decays, each from a row of K
+    fp32) in the rows of its [L, K] history keys, and a folding row's [L] gates and betas in the keys' last row
+    (a fold replays at most L - T records): a folding row's keys are dead once its fold is over, before the stream
+    fills those buffers, and a streaming row never holds keys (staged, the history's dots come from ``verify_prep``).
+    Where they fit. It saves what they took: 1.8 KB a program at T=1, 6.7 KB at T=4, and at T=1, L=32 (59.2 -> 57.3
+    KB) it lets a fourth program on each SM (four need at most 56 KB each: 228 KB an SM, 1 KB reserved a program)."""
+    def rows(elements, nbytes=4):  # rows of K fp32 a buffer takes (a power of two)
+        return -(-elements * nbytes // (4 * K))
+
+    end = NX  # the kernel's placement, after the window vectors: each buffer at a multiple of its own rows
+    for r in (rows(L * 2 * BT), rows(BT * BVP, v_bytes), rows(BT * BT), rows(BT * BT), rows(4 * BT)):
+        end = -(-end // r) * r + r
+    return end <= L and 2 * L <= K
+
+
 def chunk_smem(KC: int):
     """[rows, KC] fp32 chunks, 16-byte vectors XOR-swizzled by row: a warp reading one vector of 8 consecutive
     rows touches every bank once."""

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from replayssm.ops import Ring, RingCursors, gdn_exact_fold, gdn_replay_verify, ring_commit
+from replayssm.ops.verify_launch import pack_in_keys
 from tests.helpers.chain import call
+from tests.helpers.gdn64 import rel_err
 from tests.helpers.inputs import make_gdn_inputs, random_state, slot_tensor
 
 S, H, HV, K, V, T, L = 3, 1, 2, 16, 16, 2, 4
@@ -70,6 +72,28 @@ def test_a_retry_on_the_tensor_core_path_folds_once_and_gives_the_same_outputs(i
     ring_commit(ring, slots, torch.tensor([3], dtype=torch.int32), impl=impl)
     assert torch.equal(o, o_ref)
     assert torch.equal(_committed(checkpoint, ring, impl), committed_ref)
+
+
+def test_a_retry_of_the_staged_decode_with_its_buffers_in_the_keys_rows_folds_once(monkeypatch):
+    """Plain decode staged, where the main kernel keeps its stream's buffers in the rows of a folding row's history
+    keys and the fold's gates in their last row (``verify_launch.pack_in_keys``): a fold of L - 1 records (every row
+    but the last), then the retry that finds the head folded; outputs and committed states equal to a single attempt
+    and close to the reference's."""
+    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "0")
+    shape = dict(T=1, L=8, V=16)
+    assert pack_in_keys(shape["L"], K, 1, 2, shape["V"], 4)  # fp32 values, whole 16-row heads
+    o_ref, committed_ref = _once("reference", 1, **shape)
+    o_one, committed_one = _once("triton", 1, **shape)
+    checkpoint, ring, slots, x = _flushing("triton", **shape)
+    assert int(ring.cursors.write_pos[1]) == shape["L"] - 1
+    call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl="triton")
+    folded = checkpoint.clone()
+    o = call(gdn_replay_verify, x, checkpoint=checkpoint, ring=ring, slots=slots, impl="triton")  # the retry
+    assert torch.equal(checkpoint, folded)
+    ring_commit(ring, slots, torch.tensor([1], dtype=torch.int32), impl="triton")
+    assert torch.equal(o, o_one)
+    assert torch.equal(_committed(checkpoint, ring, "triton"), committed_one)
+    assert rel_err(o, o_ref) < 1e-5 and rel_err(committed_one, committed_ref) < 1e-5
 
 
 @pytest.mark.parametrize("impl", ["reference", "triton"])

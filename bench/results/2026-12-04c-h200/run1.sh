@@ -1,0 +1,25 @@
+# One device call: the staged main kernel with its stream's small buffers packed into the rows of a folding row's
+# history keys (the working tree; verify_launch.pack_in_keys) against the package before it (.base = 5140959's,
+# carried): 59.2 -> 57.3 KB of shared memory at T=1, L=32 (a fourth program per SM). Traces of 7 points compared
+# torch.equal, base, new, base, new (ab_probe.py of 2026-12-04-h200).
+export TRITON_CACHE_DIR=/tmp/tc PYTHONUNBUFFERED=1
+D=$PWD/bench/results/2026-12-04-h200
+R=/tmp/r1; rm -rf $R; mkdir -p $R
+export POINTS='[[1,32,256],[1,32,128],[1,16,256],[4,16,256],[4,32,128],[2,32,256],[8,32,256]]'
+for rep in a b; do
+  (cd .base && timeout 130 env OUT=$R TAG=base TREE=$PWD python3 $D/ab_probe.py > $R/base_$rep.log 2>&1)
+  timeout 130 env OUT=$R TAG=new python3 $D/ab_probe.py > $R/new_$rep.log 2>&1
+done
+OUT=$R python3 $D/ab_probe.py --compare base new; echo "compare rc=$?"
+python3 - $R <<'PY'
+import glob, json, sys
+rows = [json.loads(l.split(" t=")[0]) for f in sorted(glob.glob(sys.argv[1] + "/*_[ab].log")) for l in open(f) if l.startswith("{")]
+for T, L, B in sorted({(r["T"], r["L"], r["B"]) for r in rows}):
+    cells = []
+    for tag in ("base", "new"):
+        rs = [r for r in rows if (r["T"], r["L"], r["B"], r["tag"]) == (T, L, B, tag)]
+        cells.append(tag + " " + " / ".join(f"{r['random_us']:.1f}" + (f" nf {r['nonflush_us']:.1f} fl {r['flush_us']:.1f}" if "flush_us" in r else "") for r in rs))
+    print(f"T={T} L={L:>2} B={B:>3} | " + " | ".join(cells))
+PY
+rm -f $R/*.pt
+tar -czf $OUT/run1.tgz -C /tmp r1
