@@ -27,6 +27,13 @@ flight; at one-wave batches it is a programmatic dependent launch (``PDL``, ``ve
 
 Bytes: the checkpoint is read once (64 KiB per head at K = V = 128); a flushing row reads and writes it
 once more for the fold (the re-read in step 2 mostly hits L2).
+
+Shared memory: the chunks (a folding row's next state block while it folds), the history's update vectors (its
+values), the history keys (a folding row's; one launch: any row's). Staged, where they fit (``PACK``,
+``verify_launch.pack_in_keys``), the stream's small buffers (window vectors, weighted dots, window values, the
+window's matrices and decays) are views of the keys' rows, which only a folding row fills and only before its
+stream starts, and a fold's gates and betas sit in the keys' last row (a fold replays at most L - T records): at
+T=1, L=32 that makes four programs per SM fit (56.0 KiB each).
 """
 
 from __future__ import annotations

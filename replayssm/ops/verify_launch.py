@@ -192,8 +192,13 @@ def pack_in_keys(L: int, K: int, BT: int, NX: int, BVP: int, v_bytes: int) -> bo
     fp32) in the rows of its [L, K] history keys, and a folding row's [L] gates and betas in the keys' last row
     (a fold replays at most L - T records): a folding row's keys are dead once its fold is over, before the stream
     fills those buffers, and a streaming row never holds keys (staged, the history's dots come from ``verify_prep``).
-    Where they fit. It saves what they took: 1.8 KB a program at T=1, 6.7 KB at T=4, and at T=1, L=32 (59.2 -> 57.3
-    KB) it lets a fourth program on each SM (four need at most 56 KB each: 228 KB an SM, 1 KB reserved a program)."""
+    Where they fit (every T <= 4 at K=128 and L = 16 or 32, T=8 at L=32). It saves what they took, 1.5-1.8 KiB a
+    program at T=1 and 5.8-6.4 KiB at T=4 (sm_90 builds, scripts/sm90_compile.py), and at T=1, L=32 (57.8 -> 56.0 KiB)
+    it lets a fourth program on each SM (228 KiB an SM, 1 KiB reserved a program). The outputs are bitwise the same.
+    H200, B=256, base / packed, twice (bench/results/2026-12-04c-h200/, run 1): T=1 L=32 305.9 / 306.5 -> 302.8 /
+    303.8 us, T=8 L=32 590.6 / 583.2 -> 578.5 / 574.7, T=1 L=16 292.8 / 293.2 -> 293.5 / 296.4 (run 2, again: 292.3 /
+    294.4 -> 292.8 / 295.5), T=2 L=32 and T=4 within 1%."""
+
     def rows(elements, nbytes=4):  # rows of K fp32 a buffer takes (a power of two)
         return -(-elements * nbytes // (4 * K))
 

@@ -42,6 +42,20 @@ def test_the_verify_compiles_for_sm90_without_spills(T, one, B):
     assert all(u[1] == 0 for u in usage.values()), usage
 
 
+@pytest.mark.parametrize("T, L", [(1, 32), (4, 32)])
+def test_the_staged_verify_fits_four_programs_per_sm_at_l32(T, L):
+    """Staged at L=32, the main kernel's stream buffers live in its key rows (``verify_launch.pack_in_keys``): at most
+    57,344 bytes of shared memory a program, the most four programs fit on an H200 SM (228 KiB, 1 KiB reserved a
+    program). Without the packing it took 59,172 bytes at T=1 and 63,936 at T=4: three programs per SM."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["REPLAYSSM_VERIFY_ONE_LAUNCH"] = "0"
+    cmd = [sys.executable, str(ROOT / "scripts" / "sm90_compile.py"), "--T", str(T), "--L", str(L), "--B", "256"]
+    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    shared = int(re.search(r"^verify\s+regs \d+ stack 0 local \d+ shared (\d+)", run.stdout, re.M).group(1))
+    assert shared <= 57344, run.stdout
+
+
 @pytest.mark.parametrize("layers, B", [(8, 8), (1, 4)])
 def test_fold_ahead_compiles_for_sm90_without_spills(layers, B):
     """``gdn_fold_ahead``'s kernel (ops/fold_ahead.py) over eight layers at B=8, where the pool uses it, and over one
