@@ -3,7 +3,8 @@
 A folding program replays its head's ``n`` ring records onto its rows of the checkpoint, ``BV``-row block by block
 on the pinned ``tile_layout`` with ``_update`` (bitwise the recurrent baseline), writes each block back and marks it
 with the slot's epoch (a retry of the step finds the marks and does not fold again). ``gdn_fold_ahead`` runs
-``_fold_staged`` on the same records.
+``_fold_staged`` on the same records. ``_packed_views`` lends the folding row's key buffer to the stream that
+follows its fold (staged, where ``verify_launch.pack_in_keys`` says the stream's buffers fit).
 """
 
 from __future__ import annotations
@@ -97,3 +98,35 @@ def _fold_staged(h, ks, vs, gs, bs, n, row0: tl.constexpr, BV: tl.constexpr, TIL
         v = vs.index(j).slice(row0, BV).load(gl.SliceLayout(1, TILE)).to(gl.float32)
         h = _update(h, khat, v, e, beta)
     return h
+
+
+@jit
+def _packed_views(keys, v_ty: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, BVP: tl.constexpr,
+                  NX: tl.constexpr, SMEM: tl.constexpr, SMEM_X: tl.constexpr):  # fmt: skip
+    """(xs, cs, vw, a_s, pt_s, gb_s, fold_g, fold_b): the staged main kernel's stream buffers as views of the rows of
+    a folding row's [L, K] fp32 history keys (``PACK``, ``verify_launch.pack_in_keys`` decides where they fit), and
+    the fold's gates and betas in the keys' last row. The keys are dead once the fold is over, before the stream
+    fills its buffers; a fold replays at most L - T records (``ring_commit`` flushes before a window could overrun
+    the ring), so it never fills the last row. Each buffer starts at a multiple of its own rows (a power of two): a
+    Gluon subslice may not straddle a tile of its size."""
+    CR: tl.constexpr = (L * 2 * BT + K - 1) // K  # rows of K fp32: the [L, 2BT] weighted dots
+    VR: tl.constexpr = (BT * BVP * v_ty.primitive_bitwidth // 8 + 4 * K - 1) // (4 * K)  # the [BT, BVP] values
+    AR: tl.constexpr = (BT * BT + K - 1) // K  # each [BT, BT] matrix
+    GR: tl.constexpr = (4 * BT + K - 1) // K  # the [4, BT] decays
+    OC: tl.constexpr = (NX + CR - 1) // CR * CR
+    OV: tl.constexpr = (OC + CR + VR - 1) // VR * VR
+    OA: tl.constexpr = (OV + VR + AR - 1) // AR * AR
+    OG: tl.constexpr = (OA + 2 * AR + GR - 1) // GR * GR
+    gl.static_assert(OG + GR <= L, "PACK: the stream's buffers must fit in the keys' rows")
+    gl.static_assert(2 * L <= K, "PACK: the fold's gates and betas must fit in one row of keys")
+    tail = keys.slice(L - 1, 1, dim=0)
+    return (
+        keys.slice(0, NX, dim=0)._reinterpret(gl.float32, [NX, K], SMEM_X),
+        keys.slice(OC, CR, dim=0)._reinterpret(gl.float32, [L, 2 * BT], SMEM),
+        keys.slice(OV, VR, dim=0)._reinterpret(v_ty, [BT, BVP], SMEM),
+        keys.slice(OA, AR, dim=0)._reinterpret(gl.float32, [BT, BT], SMEM),
+        keys.slice(OA + AR, AR, dim=0)._reinterpret(gl.float32, [BT, BT], SMEM),
+        keys.slice(OG, GR, dim=0)._reinterpret(gl.float32, [4, BT], SMEM),
+        tail.slice(0, L, dim=1)._reinterpret(gl.float32, [L, 1], SMEM),
+        tail.slice(L, L, dim=1)._reinterpret(gl.float32, [L, 1], SMEM),
+    )

@@ -42,7 +42,7 @@ import triton.language as tl  # noqa: F401  (the interpreter looks for it in a k
 
 from ._gluon import async_copy, gl, jit, mma_v2
 from ._pinned import MARK
-from .verify_fold import _fold_head
+from .verify_fold import _fold_head, _packed_views
 from .verify_prep import META_ROW
 from .verify_window import _window_terms
 
@@ -119,28 +119,9 @@ def _gdn_replay_verify_kernel(
     if PACK:  # staged: the stream's small buffers live in the rows of a folding row's keys (its fold is over first)
         us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors
         keys = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)
-        CR: gl.constexpr = (L * 2 * BT + K - 1) // K  # rows of K fp32 each buffer takes (powers of two) ...
-        VR: gl.constexpr = (BT * BVP * v.dtype.element_ty.primitive_bitwidth // 8 + 4 * K - 1) // (4 * K)
-        AR: gl.constexpr = (BT * BT + K - 1) // K
-        GR: gl.constexpr = (4 * BT + K - 1) // K
-        OC: gl.constexpr = (NX + CR - 1) // CR * CR  # ... and where it starts (a multiple of its rows: a subslice
-        OV: gl.constexpr = (OC + CR + VR - 1) // VR * VR  # may not straddle a tile of its own size)
-        OA: gl.constexpr = (OV + VR + AR - 1) // AR * AR
-        OG: gl.constexpr = (OA + 2 * AR + GR - 1) // GR * GR
-        gl.static_assert(OG + GR <= L, "PACK: the stream's buffers must fit in the keys' rows")
-        gl.static_assert(2 * L <= K, "PACK: the fold's gates and betas must fit in one row of keys")
-        xs = keys.slice(0, NX, dim=0)._reinterpret(gl.float32, [NX, K], SMEM_X)
-        cs = keys.slice(OC, CR, dim=0)._reinterpret(gl.float32, [L, 2 * BT], SMEM)
-        vw = keys.slice(OV, VR, dim=0)._reinterpret(v.dtype.element_ty, [BT, BVP], SMEM)
-        a_s = keys.slice(OA, AR, dim=0)._reinterpret(gl.float32, [BT, BT], SMEM)
-        pt_s = keys.slice(OA + AR, AR, dim=0)._reinterpret(gl.float32, [BT, BT], SMEM)
-        gb_s = keys.slice(OG, GR, dim=0)._reinterpret(gl.float32, [4, BT], SMEM)
+        xs, cs, vw, a_s, pt_s, gb_s, fold_g, fold_b = _packed_views(keys, v.dtype.element_ty, K, L, BT, BVP, NX,
+                                                                     SMEM, SMEM_X)  # fmt: skip
         gbv = gb_s
-        # a folding row holds at most L - T records (ring_commit flushes before a window could overrun the ring), so
-        # the keys' last row is free during a fold: its gates and betas go there
-        tail = keys.slice(L - 1, 1, dim=0)
-        fold_g = tail.slice(0, L, dim=1)._reinterpret(gl.float32, [L, 1], SMEM)
-        fold_b = tail.slice(L, L, dim=1)._reinterpret(gl.float32, [L, 1], SMEM)
     else:
         xs = gl.allocate_shared_memory(gl.float32, [NX, K], SMEM_X)  # window vectors (rows past 2BT: MMA padding)
         us = gl.allocate_shared_memory(ring_u.dtype.element_ty, [L, BVP], SMEM)  # history update vectors

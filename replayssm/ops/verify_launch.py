@@ -202,7 +202,7 @@ def pack_in_keys(L: int, K: int, BT: int, NX: int, BVP: int, v_bytes: int) -> bo
     def rows(elements, nbytes=4):  # rows of K fp32 a buffer takes (a power of two)
         return -(-elements * nbytes // (4 * K))
 
-    end = NX  # the kernel's placement, after the window vectors: each buffer at a multiple of its own rows
+    end = NX  # verify_fold._packed_views' placement, after the window vectors: each at a multiple of its own rows
     for r in (rows(L * 2 * BT), rows(BT * BVP, v_bytes), rows(BT * BT), rows(BT * BT), rows(4 * BT)):
         end = -(-end // r) * r + r
     return end <= L and 2 * L <= K
