@@ -30,15 +30,18 @@ def _run(runner: ModelRunner, prompts: list[list[int]], max_new: int, drafter: s
     reqs = [eng.add(p, max_new) for p in prompts]
     bitwise, steps, done = True, 0, 0
     t0 = time.perf_counter()
-    while eng.step():
-        steps += 1
-        live = [r.slot for r in reqs if r.slot is not None]
-        if check_lockstep and live:
-            bitwise &= runner.states_equal(live)
+    while True:
+        more = eng.step()  # the last call (False) may still emit the tokens of the step it drained
         if progress is not None:
             now = sum(len(r.generated) for r in reqs)
             progress(now - done)
             done = now
+        if not more:
+            break
+        steps += 1
+        live = [r.slot for r in reqs if r.slot is not None]
+        if check_lockstep and live:
+            bitwise &= runner.states_equal(live)
     dt = time.perf_counter() - t0
     acc = [a for r in reqs for a in r.accepted]
     return {"tokens": [r.generated for r in reqs], "tokens_per_s": sum(len(r.generated) for r in reqs) / dt,

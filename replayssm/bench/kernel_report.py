@@ -76,8 +76,9 @@ def point_line(row: dict, impls: list[str]) -> str:
         if times:
             parts.append(f"{short(i)} " + ", ".join(times))
     parts.append(f"floor {row['floor_us']:.1f} us")
-    if row["refused"]:
-        parts.append("REFUSED (gate failed): " + ", ".join(row["refused"]))
+    if row["refused"]:  # each with its gate's reason (a raise there is often a shape the backend does not take)
+        why = [f"{b} ({row.get('gates', {}).get(b, {}).get('reason', 'gate failed')[:100]})" for b in row["refused"]]
+        parts.append("REFUSED, not timed: " + ", ".join(why))
     if row.get("errors"):
         parts.append("ERROR while timing: " + ", ".join(row["errors"]))
     return f"T={row['T']} L={row['L']} B={row['B']} ({row['wall_s']:.1f} s): " + " | ".join(parts)

@@ -38,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
         prog = f"replayssm {args.cmd}" + (f" {args.bench}" if getattr(args, "bench", None) else "")
+        if extra:  # named by the command they were given to (argparse would name the top-level program)
+            raise UsageError(f"unrecognized arguments: {' '.join(extra)}", prog=prog)
         return args.fn(args)
     except UsageError as e:
         if debug_enabled(argv):  # the traceback, then the same one line and the same exit status

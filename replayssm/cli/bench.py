@@ -7,7 +7,11 @@ from .kernels import add_parsers as add_kernel_parsers
 
 
 def add_parser(sub) -> None:
-    bench = sub.add_parser("bench", help="GPU benchmarks: kernels, peers, e2e", description="GPU benchmarks.")
+    bench = sub.add_parser(
+        "bench",
+        help="GPU benchmarks (kernels, e2e) and the SGLang peers' kernel files (peers)",
+        description="GPU benchmarks (kernels, e2e) and the SGLang peers' kernel files (peers).",
+    )
     bench.add_argument("--debug", action="store_true", help="show tracebacks (or set REPLAYSSM_DEBUG=1)")
     commands = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     add_kernel_parsers(commands)
@@ -25,7 +29,9 @@ def add_parser(sub) -> None:
     e.add_argument("--window", type=integer(2, 64), default=4, help="window length T (>= 2)")
     e.add_argument("--mean-accepted", type=number(1), default=3.0,
                    help="prescribed mean accepted length per step, in [1, --window] (drafts i.i.d.)")  # fmt: skip
-    e.add_argument("--ring", type=power_of_two(2), default=16, help="ring length L: a power of two >= 2 x --window")
+    e.add_argument("--ring", type=power_of_two(2), default=None,
+                   help="ring length L: a power of two >= 2 x --window (default: 16, or the least that fits a "
+                        "longer window)")  # fmt: skip
     e.add_argument("--capacity-context", type=integer(1), default=1024, help="KV tokens per request in --peak")
     e.add_argument("--capacity-budget-gib", type=number(0, lo_open=True), default=None,
                    help="default: free memory after the weights - 4 GiB")  # fmt: skip
@@ -37,8 +43,9 @@ def add_parser(sub) -> None:
         action="store_true",
         help="also find each mode's best concurrency in the memory budget at --capacity-context tokens",
     )
-    e.add_argument("--draft-head", choices=["auto", "model", "fp8"], default="auto",
-                   help="replay-mtp: the drafter's LM head (auto: fp8 on Hopper/Ada, else the model's)")  # fmt: skip
+    e.add_argument("--draft-head", choices=["auto", "model", "fp8"], default=None,
+                   help="replay-mtp: the drafter's LM head (default auto: fp8 on Hopper/Ada, else the "
+                        "model's)")  # fmt: skip
     add_draft_vocab(e, "replay-mtp: ")
     e.add_argument("--peak-steps", type=integer(1), default=8, help="timed engine iterations per --peak point")
     e.add_argument("--no-phases", action="store_true", help="skip timing the GDN state work alone (faster)")
@@ -53,7 +60,11 @@ def run_e2e(args) -> int:
     from ..models.presets import PRESETS
     from .common import check_ring
 
-    check_ring(args.ring, args.window)
+    args.ring = check_ring(args.ring, args.window)
+    given = [f for f, v in (("--draft-head", args.draft_head), ("--draft-vocab", args.draft_vocab)) if v is not None]
+    if given and "replay-mtp" not in args.modes:
+        raise UsageError(f"{' '.join(given)}: only for --modes replay-mtp (the MTP drafter); add it or drop "
+                         f"{'them' if len(given) > 1 else 'it'}")  # fmt: skip
     if args.mean_accepted > args.window:
         raise UsageError(f"--mean-accepted {args.mean_accepted} must be <= --window {args.window}")
     preset = args.preset.lower()
@@ -74,7 +85,7 @@ def run_e2e(args) -> int:
                     prompt_len=args.prompt_len, steps=args.steps, window=args.window,
                     mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
                     capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes), phases=not args.no_phases,
-                    peak=args.peak, peak_steps=args.peak_steps, draft_head=args.draft_head,
+                    peak=args.peak, peak_steps=args.peak_steps, draft_head=args.draft_head or "auto",
                     draft_vocab=args.draft_vocab, overlap=not args.no_overlap)  # fmt: skip
     run_e2e(cfg, args.out, tag=args.tag)
     return 0

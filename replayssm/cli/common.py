@@ -27,7 +27,12 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a user error is one line (no usage block) and exit status 2."""
+    """argparse, but a user error is one line (no usage block) and exit status 2, and a flag is only taken
+    spelled out (``--win`` is not ``--window``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         raise UsageError(message.removeprefix("argument "), prog=self.prog)
@@ -41,6 +46,8 @@ class HelpFormatter(argparse.HelpFormatter):
     def _default(action) -> str | None:
         default = action.default
         if default is None or default is False or default == argparse.SUPPRESS or not action.option_strings:
+            return None
+        if isinstance(default, (list, tuple)) and not default:
             return None
         text = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
         return text.replace("%", "%%")  # the help text is %-formatted by argparse
@@ -66,13 +73,13 @@ def stem(text: str) -> str:
     """An argparse type (``--tag``): a plain file-name stem, the outputs' names without a suffix."""
     if not text or text.startswith(".") or any(c in text for c in "/\\\0"):
         raise argparse.ArgumentTypeError(f"must be a plain file name stem (not empty, no '/', not starting with "
-                                         f"'.'), e.g. drift-1k, got {text!r}")  # fmt: skip
+                                         f"'.'), e.g. run-1, got {text!r}")  # fmt: skip
     return text
 
 
 def _unwritable(flag: str, path, what: str, err: OSError) -> UsageError:
     reason = err.strerror or type(err).__name__
-    return UsageError(f"{flag} {path}: cannot write {what} there ({reason}); give a writable {what}")
+    return UsageError(f"{flag} {path}: cannot write {what} there ({reason}); give a writable {what.split()[-1]}")
 
 
 def out_dir(path, flag: str = "--out"):
@@ -99,6 +106,8 @@ def out_file(path, flag: str):
     removed again. Returns it as a Path."""
     from pathlib import Path
 
+    if not str(path).strip():
+        raise UsageError(f"{flag}: give a file name, got an empty one")
     file = Path(path).expanduser()
     if file.is_dir():
         raise UsageError(f"{flag} {path}: a folder; give a file name (e.g. {Path(path) / 'results.json'})")
@@ -169,12 +178,19 @@ def power_of_two(lo: int = 2, hi: int = 1 << 16):
     return fn
 
 
-def check_ring(ring: int, window: int, *, ring_flag: str = "--ring", window_flag: str = "--window") -> None:
-    """The ring protocol needs L >= 2T (a window's records and the committed history fit at once)."""
+RING = 16  # the default ring length L (docs/design.md: the fold rate and memory at T=4)
+
+
+def check_ring(ring: int | None, window: int, *, ring_flag: str = "--ring", window_flag: str = "--window") -> int:
+    """The ring protocol needs L >= 2T (a window's records and the committed history fit at once). ``ring`` None
+    (the flag not given): ``RING``, or the least power of two >= 2T for a longer window. Returns the ring length."""
+    if ring is None:
+        return max(RING, 1 << (2 * window - 1).bit_length())
     if ring < 2 * window:
         fit = 1 << (2 * window - 1).bit_length()
         raise UsageError(f"{ring_flag} {ring} must be at least 2 x {window_flag} = {2 * window}: use {ring_flag} "
                          f"{fit} or a {window_flag} of at most {ring // 2}")  # fmt: skip
+    return ring
 
 
 def device(name: str | None):
@@ -187,7 +203,7 @@ def device(name: str | None):
         dev = torch.device(name)
     except RuntimeError:
         raise UsageError(f"--device: must be cpu, cuda or cuda:N, got {name!r}") from None
-    if dev.type not in ("cpu", "cuda"):
+    if dev.type not in ("cpu", "cuda") or (dev.type == "cpu" and dev.index is not None):
         raise UsageError(f"--device: must be cpu, cuda or cuda:N, got {name!r}")
     if dev.type == "cuda":
         if not torch.cuda.is_available():

@@ -22,8 +22,8 @@ from .common import power_of_two as pow2
 def add_parser(sub) -> None:
     g = add_command(sub, "generate", "stream text from a model folder with speculative decoding", run)
     g.add_argument("--model", required=True,
-                   help="model folder with config.json, *.safetensors and tokenizer.json (the embedded one: "
-                        "replayssm/assets/tiny)")  # fmt: skip
+                   help="model folder with config.json, *.safetensors and tokenizer.json, or 'tiny' (the embedded "
+                        "model)")  # fmt: skip
     g.add_argument("--prompt", required=True, help="the text to continue")
     g.add_argument("--backend", choices=["replay", "recurrent"], default="replay")
     g.add_argument("--drafter", choices=["auto", "mtp", "ngram", "none"], default="auto",
@@ -31,7 +31,9 @@ def add_parser(sub) -> None:
                         "checkpoint has a head, else n-gram)")  # fmt: skip
     add_draft_vocab(g)
     g.add_argument("--window", type=integer(1, 64), default=4, help="window length T (1 = plain decode)")
-    g.add_argument("--ring", type=pow2(2), default=16, help="ring length L: a power of two >= 2 x --window")
+    g.add_argument("--ring", type=pow2(2), default=None,
+                   help="ring length L: a power of two >= 2 x --window (default: 16, or the least that fits a "
+                        "longer window)")  # fmt: skip
     g.add_argument("--max-new-tokens", type=integer(1), default=128)
     g.add_argument("--max-len", type=integer(2), default=2048,
                    help="KV positions per request: prompt + --max-new-tokens + --window must fit; at most the "
@@ -59,9 +61,9 @@ def _load(args, dev, folder):
             raise UsageError(f"--model {args.model}: {e}") from e
 
 
-def _check_max_len(args, folder) -> None:
-    """--max-len within the model's max_position_embeddings, read from config.json before anything is loaded
-    (the KV cache for --max-len positions is allocated up front)."""
+def _check_config(args, folder):
+    """config.json read before anything is loaded: --max-len within the model's max_position_embeddings (the KV
+    cache for --max-len positions is allocated up front) and --draft-vocab within its vocabulary."""
     from ..models.config import ModelConfig
 
     try:
@@ -72,10 +74,14 @@ def _check_max_len(args, folder) -> None:
     if limit is not None and args.max_len > limit:
         raise UsageError(f"--max-len: must be an integer from 2 to {limit} (the model's max_position_embeddings), "
                          f"got {args.max_len}")  # fmt: skip
+    if args.draft_vocab is not None and args.draft_vocab > cfg.vocab_size:
+        raise UsageError(f"--draft-vocab: must be an integer from 1 to {cfg.vocab_size} (the model's vocabulary), "
+                         f"got {args.draft_vocab}")  # fmt: skip
+    return cfg
 
 
 def run(args) -> int:
-    check_ring(args.ring, args.window)
+    args.ring = check_ring(args.ring, args.window)
     if args.draft_vocab is not None and args.drafter in ("ngram", "none"):
         raise UsageError(
             f"--draft-vocab: only with the MTP drafter (--drafter mtp or auto), got --drafter {args.drafter}"
@@ -85,18 +91,33 @@ def run(args) -> int:
                          "is plain decoding: use --drafter none (or auto)")  # fmt: skip
     if not args.prompt:
         raise UsageError("--prompt: must not be empty")
+    if args.model == "tiny":
+        from ..tiny import TINY_MODEL
+
+        args.model = str(TINY_MODEL)
     folder = model_folder(args.model)
     if not (folder / "tokenizer.json").is_file():
         raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
-    _check_max_len(args, folder)
+    from ..models.loader import load_tokenizer
+
+    try:  # read now: a file it cannot parse is an error before the weights load, not after
+        load_tokenizer(folder)
+    except ValueError as e:
+        raise UsageError(f"--model {args.model}: {e}") from None
+    cfg = _check_config(args, folder)
+    if args.draft_vocab is not None and (args.window == 1 or not cfg.mtp_num_hidden_layers):
+        why = "--window 1 is plain decoding" if args.window == 1 else "the model has no MTP head"
+        raise UsageError(f"--draft-vocab: only with the MTP drafter, and {why}: drop --draft-vocab")
     llm = _load(args, device(args.device), folder)
     ids = llm.encode(args.prompt)
     need = len(ids) + args.max_new_tokens + llm.runner_config.window
     if need > args.max_len:
         tokens = f"{len(ids)} token{'s' if len(ids) != 1 else ''}"
+        at_limit = cfg.max_position_embeddings is not None and args.max_len >= cfg.max_position_embeddings
+        fix = ("lower --max-new-tokens or shorten --prompt (--max-len is at the model's max_position_embeddings)"
+               if at_limit else "raise --max-len or shorten --prompt")  # fmt: skip
         raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {tokens}, + --max-new-tokens "
-                         f"{args.max_new_tokens} + --window {llm.runner_config.window} = {need}; raise --max-len or "
-                         "shorten --prompt")  # fmt: skip
+                         f"{args.max_new_tokens} + --window {llm.runner_config.window} = {need}; {fix}")  # fmt: skip
     eng = llm.engine(temperature=args.temperature, seed=args.seed, ignore_eos=args.ignore_eos)
     req = eng.add(ids, args.max_new_tokens)
     print(args.prompt, end="", flush=True)  # the prompt, then its continuation as it comes (docs/cli.md)
@@ -105,8 +126,8 @@ def run(args) -> int:
         shown = _stream(llm.decode(req.generated), shown, final=False)
     _stream(llm.decode(req.generated), shown, final=True)
     dt = time.perf_counter() - t0
-    eos = llm.model.config.eos_token_id
-    why = "end-of-sequence token" if req.generated and req.generated[-1] == eos and not args.ignore_eos else (
+    eos = llm.model.config.eos_tokens
+    why = "end-of-sequence token" if req.generated and req.generated[-1] in eos and not args.ignore_eos else (
         "--max-new-tokens")  # fmt: skip
     print(flush=True)
     print(f"[{len(req.generated)} tokens in {dt:.2f} s ({len(req.generated) / dt:.1f} tokens/s), {req.steps} steps, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from .common import RESULTS_DIR, UsageError, add_command, integer, number, out_dir, power_of_two, stem
 
@@ -15,14 +16,15 @@ def add_parsers(bench) -> None:
     k = add_command(bench, "kernels", "per-layer step time of every backend and SGLang peer vs the memory floor",
                     cmd_kernels)  # fmt: skip
     for name, default, what in (("--H", 16, "GDN key heads"), ("--HV", 64, "GDN value heads, a multiple of --H"),
-                                ("--K", 128, "key head dim"), ("--V", 128, "value head dim")):  # fmt: skip
+                                ("--K", 128, "key head dim, a power of two >= 16"),
+                                ("--V", 128, "value head dim, a power of two >= 16")):  # fmt: skip
         k.add_argument(name, type=integer(1, 4096), default=default, help=what)
     k.add_argument("--windows", type=integer(1, 64), nargs="+", default=[1, 2, 4, 8],
                    help="window lengths T (1 = plain decode)")  # fmt: skip
     k.add_argument("--rings", type=power_of_two(2), nargs="+", default=[16, 32],
                    help="ring lengths L, powers of two (those < 2T are skipped)")  # fmt: skip
     k.add_argument("--batches", type=integer(1, 65536), nargs="+", default=[1, 8, 32, 64, 128, 256],
-                   help="batch sizes B (requests per step)")  # fmt: skip
+                   help="batch sizes B (requests per step; a repeated value is timed once)")  # fmt: skip
     k.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="activations (default bf16; fp32 on cpu)")
     k.add_argument("--peers", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to time, or 'none'")
     k.add_argument("--peers-dir", default=None, help=f"folder holding sglang-<version>/ (default {ROOT_HELP})")
@@ -33,13 +35,14 @@ def add_parsers(bench) -> None:
         help="cpu: a smoke run of the bench code (Triton interpreter for the peers; tiny --H --HV --K --V)",
     )
     k.add_argument("--target-ms", type=number(0, lo_open=True), default=40.0,
-                   help="length of one timing trial (3 trials per step)")  # fmt: skip
+                   help="length of one timing trial (the median of five trials per step)")  # fmt: skip
     k.add_argument("--max-seconds", type=number(0, lo_open=True), default=None, help="start no new point after this")
     k.add_argument(
         "--sweep",
-        nargs="*",
+        nargs="+",
         default=None,
-        help="replayssm launch shapes to time first: WARPSxROWS[xSTAGES[xKCHUNK[xROWSPERPROGRAM]]] (e.g. 4x1x2x16)",
+        help="(GPU) replayssm launch shapes to time first: WARPSxROWS[xSTAGES[xKCHUNK[xROWSPERPROGRAM]]] "
+        "(e.g. 4x1x2x16)",
     )
     k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
     k.add_argument("--out", default=RESULTS_DIR, help=f"folder for the JSON and PNG (default ./{RESULTS_DIR})")
@@ -61,7 +64,9 @@ def cmd_peers(args) -> int:
     unknown = [v for v in args.releases if v not in RELEASES]
     if unknown:
         raise UsageError(f"--releases: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)}")
-    dest = args.dest or default_root()
+    dest = out_dir(args.dest, "--dest") if args.dest else default_root()
+    if args.cache:
+        out_dir(args.cache, "--cache")
     try:
         done = extract_all([RELEASES[v] for v in args.releases], dest, wheels=args.wheels, download=args.download,
                            cache=args.cache)  # fmt: skip
@@ -76,6 +81,9 @@ def cmd_peers(args) -> int:
 def _shape(args):
     from ..ops import GDNShape
 
+    for flag, d in (("--K", args.K), ("--V", args.V)):
+        if d < 16 or d & (d - 1):
+            raise UsageError(f"{flag}: must be a power of two >= 16 (the kernels' head dims), got {d}")
     if args.HV % args.H:
         raise UsageError(f"--HV {args.HV} must be a multiple of --H {args.H} (each key head serves HV/H value heads)")
     try:
@@ -99,10 +107,10 @@ def _config(args):
     from ..bench.kernels import KernelBenchConfig
 
     dtype = getattr(torch, DTYPES[args.dtype or ("fp32" if args.device == "cpu" else "bf16")])
-    peers = () if args.peers == ["none"] else tuple(args.peers)
+    peers = () if args.peers == ["none"] else tuple(dict.fromkeys(args.peers))
     return KernelBenchConfig(
-        geo=_shape(args), windows=tuple(args.windows), rings=tuple(args.rings),
-        batches=tuple(args.batches), dtype=dtype, peers=peers,
+        geo=_shape(args), windows=tuple(dict.fromkeys(args.windows)), rings=tuple(dict.fromkeys(args.rings)),
+        batches=tuple(dict.fromkeys(args.batches)), dtype=dtype, peers=peers,
         peers_root=args.peers_dir, device=args.device, target_ms=args.target_ms, max_seconds=args.max_seconds,
         min_working_set=(256 << 20) if args.device == "cuda" else 0,
     )  # fmt: skip
@@ -118,11 +126,16 @@ def cmd_kernels(args) -> int:
             raise UsageError("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the peers' kernel files are loaded
     _check_tiles(args)
+    if args.device == "cpu" and (args.sweep or args.tile):
+        raise UsageError(f"{'--sweep' if args.sweep else '--tile'}: times launch shapes in CUDA graphs; needs "
+                         "--device cuda")  # fmt: skip
     _check_grid(args)
     cfg = _config(args)
     from ..bench.kernels import load_peers, run_kernel_bench
     from ..bench.peers.sglang import RELEASES, PeerKernelsError
 
+    if "none" in args.peers and len(args.peers) > 1:
+        raise UsageError(f"--peers: 'none' stands alone (no peer), got {' '.join(args.peers)}")
     unknown = [v for v in cfg.peers if v not in RELEASES]
     if unknown:
         raise UsageError(f"--peers: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)} or 'none'")
@@ -135,6 +148,10 @@ def cmd_kernels(args) -> int:
         payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
     else:
         payload = _with_tiles(cfg, args, peers)
+    if not payload["points"]:
+        print(f"replayssm bench kernels: nothing was timed (--max-seconds {args.max_seconds} ran out before the "
+              "first point)", file=sys.stderr)  # fmt: skip
+        return 1
     failed = [label for row in payload["points"] for label in [*row["refused"], *row.get("errors", {})]]
     return 1 if failed else 0
 

@@ -14,10 +14,12 @@ def add_parser(sub) -> None:
                         "config.json")  # fmt: skip
     m.add_argument("--tp", type=integer(1, 1024), default=1, help="tensor-parallel size; must divide the GDN heads")
     m.add_argument("--window", type=integer(1, 64), default=4, help="window length T (last accepted token + drafts)")
-    m.add_argument("--ring", type=power_of_two(2), default=16, help="ring length L: a power of two >= 2 x --window")
+    m.add_argument("--ring", type=power_of_two(2), default=None,
+                   help="ring length L: a power of two >= 2 x --window (default: 16, or the least that fits a "
+                        "longer window)")  # fmt: skip
     m.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16", help="activation dtype")
-    m.add_argument("--budget-gib", type=number(0, lo_open=True), default=40.0,
-                   help="GiB for request state on one GPU (> 0)")  # fmt: skip
+    m.add_argument("--budget-gib", type=number(0, 1 << 20, lo_open=True), default=40.0,
+                   help="GiB for request state on one GPU (> 0, at most 2^20)")  # fmt: skip
     m.add_argument("--context", type=integer(0, MAX_CONTEXT), default=0,
                    help=f"also count this many tokens of full-attention KV cache per request (0 to {MAX_CONTEXT}, "
                         "and at most the model's max_position_embeddings when its config.json gives it)")  # fmt: skip
@@ -49,7 +51,7 @@ def run(args) -> int:
 
     from ..models.memory import DTYPE_BYTES, format_plan, plan_memory
 
-    check_ring(args.ring, args.window)
+    args.ring = check_ring(args.ring, args.window)
     name, cfg = load_config(args.model)
     limit = cfg.max_position_embeddings
     if limit is not None and args.context > limit:

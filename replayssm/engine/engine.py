@@ -9,6 +9,7 @@ continue with identical tokens.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -55,8 +56,8 @@ class Engine:
     when no request can make progress."""
 
     def __init__(self, runner: ModelRunner, *, drafter="ngram", temperature: float = 0.0, seed: int = 0,
-                 eos_token_id: int | None = None, benchmark_acceptance: BenchmarkAcceptance | None = None,
-                 overlap: bool = True):  # fmt: skip
+                 eos_token_id: int | Sequence[int] | None = None,
+                 benchmark_acceptance: BenchmarkAcceptance | None = None, overlap: bool = True):  # fmt: skip
         if isinstance(drafter, str) and drafter not in ("ngram", "none", "mtp", "auto"):
             raise ValueError(f"drafter must be 'ngram', 'none', 'mtp', 'auto' or a HostDrafter, got {drafter!r}")
         if not isinstance(drafter, str) and not isinstance(drafter, HostDrafter):
@@ -70,8 +71,14 @@ class Engine:
             raise TypeError(f"overlap must be a bool, got {overlap!r}")
         if not is_int(seed):
             raise ValueError(f"seed={seed!r}: must be an int")
-        if eos_token_id is not None:
-            runner.check_token_ids([eos_token_id], "eos_token_id")
+        eos = None
+        if eos_token_id is not None:  # one end token, or several (``ModelConfig.eos_tokens``): any of them ends
+            eos = [eos_token_id] if is_int(eos_token_id) else eos_token_id
+            if isinstance(eos, (str, bytes)) or not isinstance(eos, Sequence) or not eos:
+                raise ValueError(f"eos_token_id must be a token id or a non-empty sequence of them, got "
+                                 f"{eos_token_id!r}")  # fmt: skip
+            runner.check_token_ids(list(eos), "eos_token_id")
+            eos = frozenset(int(t) for t in eos)
         if drafter == "auto":
             drafter = "mtp" if runner.drafter is not None else "ngram"
         window = runner.cfg.window if drafter != "none" else 1
@@ -82,7 +89,7 @@ class Engine:
         self.window = window
         self.on_device = drafter == "mtp" and self.window > 1  # drafts written inside the runner's step
         self.drafter = NgramDrafter() if drafter == "ngram" else (None if drafter in ("none", "mtp") else drafter)
-        self.temperature, self.eos = temperature, eos_token_id
+        self.temperature, self.eos = temperature, eos
         self.gen = torch.Generator().manual_seed(seed)
         self.bench = benchmark_acceptance
         # Overlapped steps (docs/engine.md, "overlapped steps"): only where the next window needs nothing from the
@@ -125,7 +132,7 @@ class Engine:
             if r.done:
                 break
             r.generated.append(t)
-            if len(r.generated) >= r.max_new_tokens or (self.eos is not None and t == self.eos):
+            if len(r.generated) >= r.max_new_tokens or (self.eos is not None and t in self.eos):
                 r.done = True
         if r.done and r.slot is not None:
             self._free_slot(r.slot)

@@ -10,7 +10,7 @@ import torch
 from ..models.config import ModelConfig
 from ..models.loader import MTPUnavailableError, load_model, load_tokenizer
 from ..models.model import HybridLM
-from .checks import check_positive_int, check_temperature
+from .checks import check_positive_int, check_temperature, is_int
 from .drafter import HostDrafter
 from .engine import Engine
 from .runner import ModelRunner, RunnerConfig
@@ -99,6 +99,13 @@ class LLM:
             drafter = "mtp" if self.model.mtp is not None else "ngram"
         if not custom and (drafter == "none" or window == 1):
             drafter, window = "none", 1
+        dv, vocab = RunnerConfig(draft_vocab=draft_vocab).draft_vocab, self.model.config.vocab_size
+        if dv is not None and (dv > vocab if is_int(dv) else max(dv) >= vocab):
+            raise ValueError(f"draft_vocab={draft_vocab}: a count of at most the model's vocabulary ({vocab}), or "
+                             f"token ids below it")  # fmt: skip
+        if draft_vocab is not None and drafter != "mtp":  # it sizes the MTP drafter's head, nothing else
+            raise ValueError(f"draft_vocab={draft_vocab}: only with the MTP drafter; this LLM drafts with "
+                             f"{drafter if isinstance(drafter, str) else type(drafter).__name__}")  # fmt: skip
         self.drafter = drafter
         self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
                                           ring_len=ring_len, cuda_graphs=cuda_graphs,

@@ -155,4 +155,7 @@ def load_tokenizer(path: str | Path):
     f = f / "tokenizer.json" if f.is_dir() else f
     if not f.is_file():
         raise FileNotFoundError(f"no tokenizer.json at {f}")
-    return Tokenizer.from_file(str(f))
+    try:
+        return Tokenizer.from_file(str(f))
+    except Exception as e:  # the tokenizers package raises a bare Exception for a file it cannot parse
+        raise ValueError(f"{f} is not a tokenizer file the tokenizers package can read ({e})") from None

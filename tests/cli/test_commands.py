@@ -60,10 +60,66 @@ def test_demo_explains_a_cpu_run(tmp_path, capsys):
     """A short demo: every run's line as it ends, the CPU note, the summary; --json holds the same numbers."""
     assert main(["demo", "--max-new-tokens", "3", "--device", "cpu", "--json", str(tmp_path / "d.json")]) == 0
     out = capsys.readouterr().out
-    assert "tokens/s below is no measure of speed" in out and "bench/results/2026-11-30-h200-e2e/" in out
+    assert "tokens/s below is no measure of speed" in out and "bench/results/2026-12-03b-h200/" in out
     assert "every speculative run gave exactly the plain tokens: yes" in out
     assert "bitwise equal to the recurrent baseline's, every layer, after each of" in out and ": NO" not in out
     res = json.loads((tmp_path / "d.json").read_text())
     assert all(r["same_tokens_as_plain"] for r in res["runs"].values())
     for name in res["runs"]:
         assert name in out
+
+
+def test_generate_stops_at_any_of_a_list_of_eos_tokens(tmp_path, capsys):
+    """config.json may list several end tokens (as Qwen3.5's does): the first of any of them stops generation."""
+    prompt = "def fib(n):\n    if n < 2:\n        return n\n"
+    argv = ["generate", "--prompt", prompt, "--max-new-tokens", "12", "--device", "cpu", "--backend", "recurrent"]
+    assert main([*argv, "--model", "tiny"]) == 0  # 'tiny' names the embedded model, as in drift
+    text = capsys.readouterr().out.removeprefix(prompt)[:-1]
+    first = text[0]
+    later = next(c for c in text[1:] if c != first)
+    eos_model = _tiny_with_eos(tmp_path, [ord(later), ord(first)])  # the listed second one comes first
+    assert main([*argv, "--model", eos_model]) == 0
+    stopped = capsys.readouterr()
+    assert stopped.out.removeprefix(prompt)[:-1] == first and "end-of-sequence token" in stopped.err
+
+
+@pytest.mark.parametrize("eos", [99999, [258, "x"], [], True])
+def test_generate_refuses_a_bad_eos_token_in_one_line(tmp_path, capsys, eos):
+    model = _tiny_with_eos(tmp_path, eos)
+    assert main(["generate", "--model", model, "--prompt", "x", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--model {model}" in err and "eos_token_id" in err
+
+
+@pytest.mark.parametrize("cmd", ["generate", "drift"])
+def test_a_corrupt_tokenizer_or_config_is_one_line(tmp_path, capsys, cmd):
+    folder = tmp_path / "tiny"
+    shutil.copytree(TINY_MODEL, folder)
+    (folder / "tokenizer.json").write_text("{not json")
+    extra = ["--prompt", "x"] if cmd == "generate" else ["--tokens", "4", "--every", "4"]
+    assert main([cmd, "--model", str(folder), "--device", "cpu", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tokenizer" in err and f"--model {folder}" in err
+    shutil.copy(TINY_MODEL / "tokenizer.json", folder / "tokenizer.json")
+    (folder / "config.json").write_text("[1, 2]")
+    assert main([cmd, "--model", str(folder), "--device", "cpu", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "JSON object" in err
+
+
+def test_the_ring_defaults_to_fit_the_window(capsys):
+    """--ring not given: 16, or the least power of two >= 2 x --window (a given --ring is taken as it is)."""
+    sizes = []
+    for window in ("4", "8", "9", "33"):
+        assert main(["memory", "--model", "qwen3.5-4b", "--window", window, "--json"]) == 0
+        sizes.append(json.loads(capsys.readouterr().out)["L"])
+    assert sizes == [16, 16, 32, 128]
+
+
+def test_bench_kernels_that_times_nothing_fails(tmp_path, capsys):
+    """--max-seconds that runs out before the first point: exit 1 and say so (not a silent success)."""
+    argv = ["bench", "kernels", "--device", "cpu", "--peers", "none", "--H", "1", "--HV", "1", "--K", "16",
+            "--V", "16", "--windows", "2", "--rings", "4", "--batches", "1", "--max-seconds", "1e-9",
+            "--out", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 1
+    assert "nothing was timed" in capsys.readouterr().err

@@ -22,7 +22,7 @@ PARSERS = dict(_parsers(build_parser()))
 def test_every_default_is_shown(name):
     parser = PARSERS[name]
     for action in parser._actions:
-        if not action.option_strings or action.default in (None, False, argparse.SUPPRESS):
+        if not action.option_strings or action.default in (None, False, argparse.SUPPRESS, []):
             continue
         fmt = parser._get_formatter()
         fmt.add_argument(action)

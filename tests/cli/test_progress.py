@@ -42,3 +42,20 @@ def test_not_a_terminal_redraws_only_at_start_and_end(monkeypatch):
 def test_a_terminal_keeps_the_live_bar(monkeypatch):
     draws, out = _run(monkeypatch, tty=True)
     assert len(draws) > 2 and out.count("point") == 300
+
+
+def test_the_demo_bar_reaches_its_total():
+    """Every generated token is counted, the tokens of each run's last (draining) step too: the bar ends full."""
+    import torch
+
+    from replayssm.demo import ModelDemo
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        demo = ModelDemo(max_new_tokens=4, device="cpu")
+        counted = []
+        demo.run(progress=counted.append)
+    finally:
+        torch.set_num_threads(threads)
+    assert sum(counted) == demo.total_tokens and min(counted) >= 0

@@ -121,3 +121,13 @@ def test_a_bad_proposal_names_the_drafter_and_the_llm_stays_usable(make, error, 
 
 def test_auto_with_window_1_is_plain_decode():
     assert LLM(TINY_MODEL, drafter="auto", window=1, max_len=64).drafter == "none"
+
+
+def test_draft_vocab_is_for_the_mtp_drafter_within_the_vocabulary():
+    """draft_vocab sizes the MTP drafter's head: refused with another drafter, and beyond the vocabulary."""
+    with pytest.raises(ValueError, match="draft_vocab=8: only with the MTP drafter; this LLM drafts with ngram"):
+        LLM(TINY_MODEL, drafter="ngram", draft_vocab=8)
+    with pytest.raises(ValueError, match=r"draft_vocab=100000: a count of at most the model's vocabulary \(259\)"):
+        LLM(TINY_MODEL, drafter="mtp", draft_vocab=100_000)
+    with pytest.raises(ValueError, match="token ids below it"):
+        LLM(TINY_MODEL, drafter="mtp", draft_vocab=[3, 259])

@@ -73,7 +73,7 @@ def load_release(version: str, root: str | os.PathLike | None = None, *, release
     if not (folder / MANIFEST).is_file():
         raise PeerKernelsMissingError(
             f"SGLang {version} kernel files not found in {folder}: run `replayssm bench peers --download` "
-            f"(or --wheels FILE), or point --peers / ${PEERS_ENV} at the folder holding {release.folder}/"
+            f"(or --wheels FILE), or point --peers-dir / ${PEERS_ENV} at the folder holding {release.folder}/"
         )
     key = (str(folder.resolve()), os.environ.get("TRITON_INTERPRET", ""))
     if key in _LOADED:
