@@ -73,9 +73,12 @@ def run_e2e(args) -> int:
     from ..bench.synthetic import preset_config
 
     try:
-        preset_config(preset, args.layers)
+        vocab = preset_config(preset, args.layers).vocab_size
     except ValueError as e:
         raise UsageError(f"--preset {preset} --layers {args.layers}: {e}") from None
+    if args.draft_vocab is not None and args.draft_vocab > vocab:
+        raise UsageError(f"--draft-vocab: must be an integer from 1 to {vocab} (the preset's vocabulary), got "
+                         f"{args.draft_vocab}")  # fmt: skip
     if not torch.cuda.is_available():
         raise UsageError("replayssm bench e2e needs a CUDA GPU (none here)")
     out_dir(args.out)

@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
 
 
 def _load(args, dev, folder):
-    from ..engine.llm import LLM
+    from ..engine.llm import LLM, DraftVocabError
     from ..models.loader import MTPUnavailableError
     from ..progress import progress
 
@@ -55,6 +55,8 @@ def _load(args, dev, folder):
             return LLM(folder, backend=args.backend, window=args.window, ring_len=args.ring, device=dev,
                        drafter=args.drafter, max_len=args.max_len, draft_vocab=args.draft_vocab,
                        load_progress=bar.update)  # fmt: skip
+        except DraftVocabError as e:  # --drafter auto on a model whose MTP head did not load
+            raise UsageError(f"--draft-vocab: {e}; drop --draft-vocab (or use a model with an MTP head)") from e
         except MTPUnavailableError as e:
             raise UsageError(f"--drafter mtp: {e.reason}; use --drafter ngram (or auto)") from e
         except (ValueError, OSError) as e:  # an unsupported config.json, missing or mis-shaped weights
@@ -91,11 +93,9 @@ def run(args) -> int:
                          "is plain decoding: use --drafter none (or auto)")  # fmt: skip
     if not args.prompt:
         raise UsageError("--prompt: must not be empty")
-    if args.model == "tiny":
-        from ..tiny import TINY_MODEL
+    from ..tiny import TINY_MODEL
 
-        args.model = str(TINY_MODEL)
-    folder = model_folder(args.model)
+    folder = model_folder(str(TINY_MODEL) if args.model == "tiny" else args.model)
     if not (folder / "tokenizer.json").is_file():
         raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
     from ..models.loader import load_tokenizer
@@ -105,9 +105,8 @@ def run(args) -> int:
     except ValueError as e:
         raise UsageError(f"--model {args.model}: {e}") from None
     cfg = _check_config(args, folder)
-    if args.draft_vocab is not None and (args.window == 1 or not cfg.mtp_num_hidden_layers):
-        why = "--window 1 is plain decoding" if args.window == 1 else "the model has no MTP head"
-        raise UsageError(f"--draft-vocab: only with the MTP drafter, and {why}: drop --draft-vocab")
+    if args.draft_vocab is not None and args.window == 1:
+        raise UsageError("--draft-vocab: only with the MTP drafter, and --window 1 is plain decoding: drop it")
     llm = _load(args, device(args.device), folder)
     ids = llm.encode(args.prompt)
     need = len(ids) + args.max_new_tokens + llm.runner_config.window
@@ -126,7 +125,7 @@ def run(args) -> int:
         shown = _stream(llm.decode(req.generated), shown, final=False)
     _stream(llm.decode(req.generated), shown, final=True)
     dt = time.perf_counter() - t0
-    eos = llm.model.config.eos_tokens
+    eos = llm.model.config.eos_token_id or ()
     why = "end-of-sequence token" if req.generated and req.generated[-1] in eos and not args.ignore_eos else (
         "--max-new-tokens")  # fmt: skip
     print(flush=True)

@@ -64,8 +64,10 @@ def cmd_peers(args) -> int:
     unknown = [v for v in args.releases if v not in RELEASES]
     if unknown:
         raise UsageError(f"--releases: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)}")
+    if args.dest is not None and not args.dest.strip():
+        raise UsageError("--dest: give a folder, got an empty name")
     dest = out_dir(args.dest, "--dest") if args.dest else default_root()
-    if args.cache:
+    if args.cache and args.download:
         out_dir(args.cache, "--cache")
     try:
         done = extract_all([RELEASES[v] for v in args.releases], dest, wheels=args.wheels, download=args.download,
@@ -149,8 +151,8 @@ def cmd_kernels(args) -> int:
     else:
         payload = _with_tiles(cfg, args, peers)
     if not payload["points"]:
-        print(f"replayssm bench kernels: nothing was timed (--max-seconds {args.max_seconds} ran out before the "
-              "first point)", file=sys.stderr)  # fmt: skip
+        why = f"--max-seconds {args.max_seconds} ran out before the first point" if payload["skipped"] else "no point"
+        print(f"replayssm bench kernels: nothing was timed ({why})", file=sys.stderr)
         return 1
     failed = [label for row in payload["points"] for label in [*row["refused"], *row.get("errors", {})]]
     return 1 if failed else 0

@@ -72,11 +72,13 @@ class Engine:
         if not is_int(seed):
             raise ValueError(f"seed={seed!r}: must be an int")
         eos = None
-        if eos_token_id is not None:  # one end token, or several (``ModelConfig.eos_tokens``): any of them ends
-            eos = [eos_token_id] if is_int(eos_token_id) else eos_token_id
-            if isinstance(eos, (str, bytes)) or not isinstance(eos, Sequence) or not eos:
-                raise ValueError(f"eos_token_id must be a token id or a non-empty sequence of them, got "
-                                 f"{eos_token_id!r}")  # fmt: skip
+        if eos_token_id is not None:  # one end token, or several (``ModelConfig.eos_token_id``): any of them ends
+            eos = eos_token_id.reshape(-1).tolist() if isinstance(eos_token_id, torch.Tensor) else eos_token_id
+            eos = [eos] if is_int(eos) else eos
+            if isinstance(eos, (str, bytes)) or not isinstance(eos, Sequence):
+                raise TypeError(f"eos_token_id must be a token id or a sequence of them, got {eos_token_id!r}")
+            if not eos:
+                raise ValueError("eos_token_id: an empty sequence (pass None for no end token)")
             runner.check_token_ids(list(eos), "eos_token_id")
             eos = frozenset(int(t) for t in eos)
         if drafter == "auto":

@@ -80,15 +80,18 @@ class LLM:
             what = "a drafter object" if custom else f"drafter={drafter!r}"
             raise ValueError(f"{what} needs window >= 2 (it proposes window - 1 tokens), got window={window}; "
                              "window=1 is plain decode: pass drafter='none' (or 'auto')")  # fmt: skip
-        if not isinstance(model, HybridLM):
-            _check_max_len(ModelConfig.from_file(model), max_len)  # before loading: a clear config error first
+        config = model.config if isinstance(model, HybridLM) else ModelConfig.from_file(model)
+        _check_max_len(config, max_len)  # before loading: a clear config error first
+        if draft_vocab is not None:  # it sizes the MTP drafter's head: checked before anything loads or moves
+            head = model.mtp is not None if isinstance(model, HybridLM) else None  # a folder's: known once loaded
+            no_mtp = custom or drafter in ("ngram", "none") or window == 1 or head is False
+            _check_draft_vocab(draft_vocab, config.vocab_size, None if no_mtp else "mtp", drafter, window)
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
         self.tokenizer = None
         if isinstance(model, HybridLM):
             if drafter == "mtp" and model.mtp is None:
                 raise MTPUnavailableError("drafter='mtp': the model has no MTP head (load_model(..., mtp=True))")
-            _check_max_len(model.config, max_len)
             self.model = model.to(device=device, dtype=dtype).eval()
         else:
             mtp = {"mtp": True, "auto": "auto"}.get(drafter, False) if window > 1 and not custom else False
@@ -99,13 +102,8 @@ class LLM:
             drafter = "mtp" if self.model.mtp is not None else "ngram"
         if not custom and (drafter == "none" or window == 1):
             drafter, window = "none", 1
-        dv, vocab = RunnerConfig(draft_vocab=draft_vocab).draft_vocab, self.model.config.vocab_size
-        if dv is not None and (dv > vocab if is_int(dv) else max(dv) >= vocab):
-            raise ValueError(f"draft_vocab={draft_vocab}: a count of at most the model's vocabulary ({vocab}), or "
-                             f"token ids below it")  # fmt: skip
-        if draft_vocab is not None and drafter != "mtp":  # it sizes the MTP drafter's head, nothing else
-            raise ValueError(f"draft_vocab={draft_vocab}: only with the MTP drafter; this LLM drafts with "
-                             f"{drafter if isinstance(drafter, str) else type(drafter).__name__}")  # fmt: skip
+        if draft_vocab is not None and drafter != "mtp":  # drafter='auto' on a folder without an MTP head
+            _check_draft_vocab(draft_vocab, self.model.config.vocab_size, None, "auto", window)
         self.drafter = drafter
         self.runner_config = RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window,
                                           ring_len=ring_len, cuda_graphs=cuda_graphs,
@@ -178,3 +176,19 @@ class LLM:
             raise
         return [Output(r.generated, self.decode(r.generated) if self.tokenizer else None, r.steps, r.accepted)
                 for r in reqs]  # fmt: skip
+
+
+class DraftVocabError(ValueError):
+    """``draft_vocab`` that this LLM cannot take: no MTP drafter runs, or it reaches beyond the vocabulary."""
+
+
+def _check_draft_vocab(draft_vocab, vocab: int, runs: str | None, drafter, window: int) -> None:
+    """``runs``: "mtp" when the MTP drafter will run, else None (then any ``draft_vocab`` is refused)."""
+    if runs != "mtp":
+        what = type(drafter).__name__ if not isinstance(drafter, str) else f"drafter={drafter!r}"
+        why = "window=1 is plain decode" if window == 1 else f"{what} drafts without the model's MTP head"
+        raise DraftVocabError(f"draft_vocab={draft_vocab}: only with the MTP drafter, and {why}")
+    dv = RunnerConfig(draft_vocab=draft_vocab).draft_vocab
+    if dv > vocab if is_int(dv) else max(dv) >= vocab:
+        raise DraftVocabError(f"draft_vocab={draft_vocab}: a count of at most the model's vocabulary ({vocab}), "
+                              "or token ids below it")  # fmt: skip

@@ -67,7 +67,7 @@ class ModelConfig:
     decoder_sparse_step: int
     tie_word_embeddings: bool
     bos_token_id: int | None = None
-    eos_token_id: int | tuple[int, ...] | None = None  # config.json's int, or its list of end tokens (any ends)
+    eos_token_id: tuple[int, ...] | None = None  # the end tokens (config.json: one id or a list; any of them ends)
     rope_scaling: YaRN | None = None  # None: the default RoPE
     max_position_embeddings: int | None = None  # the longest sequence the model was made for; None: not given
     mtp_num_hidden_layers: int = 0  # layers of the multi-token-prediction head (tensors mtp.*); 0 = none
@@ -179,12 +179,6 @@ class ModelConfig:
         except (ValueError, TypeError) as e:  # a RoPE field, a head geometry the ops refuse, ...
             raise ModelConfigError(str(e)) from e
 
-    @property
-    def eos_tokens(self) -> tuple[int, ...]:
-        """Every end-of-sequence token id (none when config.json names none)."""
-        e = self.eos_token_id
-        return () if e is None else (e,) if isinstance(e, int) else e
-
     @classmethod
     def from_file(cls, path: str | Path) -> ModelConfig:
         """A model folder or its config.json. ``FileNotFoundError`` when there is none; ``ModelConfigError``
@@ -206,12 +200,12 @@ class ModelConfig:
 
 
 def _eos(value, vocab):
-    """config.json's ``eos_token_id``: absent (None), one token id, or a list of them (generation ends at any),
-    each an integer in [0, vocab_size)."""
+    """config.json's ``eos_token_id`` -> a tuple of end tokens (None when absent): one token id, or a list of them
+    (generation ends at any), each an integer in [0, vocab_size)."""
     if value is None:
         return None
     ids = value if isinstance(value, list) else [value]
     if not ids or any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < vocab for t in ids):
         raise ModelConfigError(f"config.json eos_token_id must be a token id or a list of them, each in [0, "
                                f"vocab_size={vocab}), got {value!r}")  # fmt: skip
-    return ids[0] if not isinstance(value, list) else tuple(ids)
+    return tuple(ids)

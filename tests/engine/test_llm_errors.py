@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from replayssm.engine.llm import LLM
+from replayssm.engine.llm import LLM, DraftVocabError
 from replayssm.models.config import ModelConfig, ModelConfigError
 from replayssm.models.loader import WeightError, read_safetensors
 from replayssm.tiny import TINY_MODEL
@@ -125,9 +125,29 @@ def test_auto_with_window_1_is_plain_decode():
 
 def test_draft_vocab_is_for_the_mtp_drafter_within_the_vocabulary():
     """draft_vocab sizes the MTP drafter's head: refused with another drafter, and beyond the vocabulary."""
-    with pytest.raises(ValueError, match="draft_vocab=8: only with the MTP drafter; this LLM drafts with ngram"):
+    with pytest.raises(DraftVocabError, match="draft_vocab=8: only with the MTP drafter, and drafter='ngram'"):
         LLM(TINY_MODEL, drafter="ngram", draft_vocab=8)
+    with pytest.raises(DraftVocabError, match="window=1 is plain decode"):
+        LLM(TINY_MODEL, window=1, draft_vocab=8)
     with pytest.raises(ValueError, match=r"draft_vocab=100000: a count of at most the model's vocabulary \(259\)"):
         LLM(TINY_MODEL, drafter="mtp", draft_vocab=100_000)
     with pytest.raises(ValueError, match="token ids below it"):
         LLM(TINY_MODEL, drafter="mtp", draft_vocab=[3, 259])
+
+
+def test_a_refused_draft_vocab_leaves_a_given_model_as_it_was():
+    """Checked before the model moves: the caller's HybridLM keeps its dtype when draft_vocab is refused."""
+    from replayssm.models.loader import load_model
+
+    model = load_model(TINY_MODEL, dtype=torch.float32, device="cpu")
+    for kw in ({"drafter": "ngram", "draft_vocab": 8}, {"drafter": "mtp", "draft_vocab": 10**6}):
+        with pytest.raises(DraftVocabError):
+            LLM(model, dtype=torch.float64, device="cpu", **kw)
+        assert next(model.parameters()).dtype == torch.float32
+
+
+def test_the_config_keeps_its_end_tokens_as_a_tuple(tmp_path):
+    assert ModelConfig.from_file(TINY_MODEL).eos_token_id == (258,)
+    d = json.loads((TINY_MODEL / "config.json").read_text())
+    assert ModelConfig.from_dict({**d, "eos_token_id": [258, 3]}).eos_token_id == (258, 3)
+    assert ModelConfig.from_dict({k: v for k, v in d.items() if k != "eos_token_id"}).eos_token_id is None

@@ -248,3 +248,16 @@ def test_window_and_ring_errors_name_the_argument(tiny_model_dir):
             LLM(tiny_model_dir, drafter="ngram", **kw)
     assert RunnerConfig(window=4, ring_len=8).ring_length == 8
     assert RunnerConfig(window=17).ring_length == 64
+
+
+def test_eos_token_id_takes_one_id_several_or_a_tensor(tiny_model_dir):
+    """Any of several end tokens ends a request; a bad value is refused before the engine exists."""
+    runner = ModelRunner(load_model(tiny_model_dir), RunnerConfig(max_slots=1, max_len=64))
+    for ok in (5, [5, 7], (7,), torch.tensor([5, 7])):
+        Engine(runner, eos_token_id=ok)
+    with pytest.raises(TypeError, match="eos_token_id must be a token id or a sequence"):
+        Engine(runner, eos_token_id=1.5)
+    with pytest.raises(TypeError, match="eos_token_id must be ints"):
+        Engine(runner, eos_token_id=[1.5])
+    with pytest.raises(ValueError, match="empty sequence"):
+        Engine(runner, eos_token_id=[])
