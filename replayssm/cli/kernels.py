@@ -127,6 +127,10 @@ def cmd_kernels(args) -> int:
         if args.dtype == "bf16":
             raise UsageError("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the peers' kernel files are loaded
+        if args.HV * args.K * args.V > 4 * 32 * 32:  # the interpreter at real widths: hours for the default grid
+            print(f"replayssm bench kernels: note: --device cpu at --HV {args.HV} --K {args.K} --V {args.V} runs the "
+                  "Triton interpreter at real widths (hours for the default grid); a smoke run takes tiny ones: "
+                  "--H 2 --HV 4 --K 16 --V 16", file=sys.stderr)  # fmt: skip
     _check_tiles(args)
     if args.device == "cpu" and (args.sweep or args.tile):
         raise UsageError(f"{'--sweep' if args.sweep else '--tile'}: times launch shapes in CUDA graphs; needs "

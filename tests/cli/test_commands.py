@@ -123,3 +123,11 @@ def test_bench_kernels_that_times_nothing_fails(tmp_path, capsys):
             "--out", str(tmp_path)]  # fmt: skip
     assert main(argv) == 1
     assert "nothing was timed" in capsys.readouterr().err
+
+
+def test_bench_kernels_on_the_cpu_at_real_widths_says_it_is_slow(tmp_path, capsys):
+    """A note, not an error: the run itself is legitimate (here cut short by --max-seconds)."""
+    argv = ["bench", "kernels", "--device", "cpu", "--peers", "none", "--windows", "2", "--rings", "4",
+            "--batches", "1", "--max-seconds", "1e-9", "--out", str(tmp_path)]  # fmt: skip
+    main(argv)
+    assert "runs the Triton interpreter at real widths" in capsys.readouterr().err
