@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -66,18 +67,35 @@ def cmd_peers(args) -> int:
         raise UsageError(f"--releases: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)}")
     if args.dest is not None and not args.dest.strip():
         raise UsageError("--dest: give a folder, got an empty name")
-    dest = out_dir(args.dest, "--dest") if args.dest else default_root()
-    if args.cache and args.download:
-        out_dir(args.cache, "--cache")
+    folders = [(f, p) for f, p in (("--dest", args.dest), ("--cache", args.cache if args.download else None)) if p]
+    made = [q for _, p in folders for q in _missing(p)]  # removed again when the command fails
     try:
-        done = extract_all([RELEASES[v] for v in args.releases], dest, wheels=args.wheels, download=args.download,
-                           cache=args.cache)  # fmt: skip
-    except PeerKernelsError as e:
+        for flag, path in folders:  # writable, checked (and made) before anything is downloaded
+            out_dir(path, flag)
+        done = extract_all([RELEASES[v] for v in args.releases], args.dest or default_root(), wheels=args.wheels,
+                           download=args.download, cache=args.cache)  # fmt: skip
+    except (PeerKernelsError, UsageError) as e:
+        for q in sorted(made, key=lambda q: -len(q.parts)):
+            with contextlib.suppress(OSError):
+                q.rmdir()  # only if still empty
+        if isinstance(e, UsageError):
+            raise
         raise UsageError(f"--wheels/--download: {e}") from None
     for version, folder in done.items():
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         print(f"sglang {version}: {folder} ({size / 1024:.0f} KiB)")
     return 0
+
+
+def _missing(path) -> list:
+    """``path`` and those of its parents that do not exist yet."""
+    from pathlib import Path
+
+    p, out = Path(path).expanduser().absolute(), []
+    while not p.exists() and p != p.parent:
+        out.append(p)
+        p = p.parent
+    return out
 
 
 def _shape(args):
@@ -127,10 +145,6 @@ def cmd_kernels(args) -> int:
         if args.dtype == "bf16":
             raise UsageError("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the peers' kernel files are loaded
-        if args.HV * args.K * args.V > 4 * 32 * 32:  # the interpreter at real widths: hours for the default grid
-            print(f"replayssm bench kernels: note: --device cpu at --HV {args.HV} --K {args.K} --V {args.V} runs the "
-                  "Triton interpreter at real widths (hours for the default grid); a smoke run takes tiny ones: "
-                  "--H 2 --HV 4 --K 16 --V 16", file=sys.stderr)  # fmt: skip
     _check_tiles(args)
     if args.device == "cpu" and (args.sweep or args.tile):
         raise UsageError(f"{'--sweep' if args.sweep else '--tile'}: times launch shapes in CUDA graphs; needs "
@@ -150,6 +164,10 @@ def cmd_kernels(args) -> int:
     except PeerKernelsError as e:
         raise UsageError(f"--peers-dir: {e}") from None
     out_dir(args.out)
+    if args.device == "cpu" and args.HV * args.K * args.V > 4 * 32 * 32:  # after every check: a note, not an error
+        print(f"replayssm bench kernels: note: --device cpu at --HV {args.HV} --K {args.K} --V {args.V} runs the "
+              "Triton interpreter at real widths (hours for the default grid); a smoke run takes tiny ones: "
+              "--H 2 --HV 4 --K 16 --V 16", file=sys.stderr)  # fmt: skip
     if args.sweep is None and args.tile in (None, "best"):
         payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
     else:
