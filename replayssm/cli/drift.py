@@ -104,9 +104,10 @@ def run(args) -> int:
         res = run_drift(model, prompts, cfg, progress=tick)
     res.update(env=env, model=spec, device=str(dev), dtype=str(dtype))
     write_json(out / f"{args.tag}.json", res)
+    code = _summary(res)  # the findings first, then where they were written
     print(f"wrote {out / f'{args.tag}.json'}")
     _plot(res, out / f"{args.tag}.png", header(env))
-    return _summary(res)
+    return code
 
 
 def _plot(res: dict, path, title: str) -> None:
