@@ -233,13 +233,15 @@ class GDNStatePool:
         """Drop the step in flight over ``slots`` (the rows its calls named): nothing of it is committed, the
         slots are idle again with their committed state. No-op when no step is in flight.
 
-        Replay: a verify of a flushing row may already have folded the history in some layers; the history of
-        the step's rows is therefore folded in every layer now (folded blocks are skipped) and marked folded,
-        so no slot is left half-folded. Recurrent: a verify wrote only snapshots; a *decode* updated the
-        state in place, so rows of an aborted decode step that ran any layer lose their state (they can only
-        be freed). Returns those slots: exactly with validation on; with it off (CUDA graphs) every row's slot
-        when the latest verify/decode call this pool ran (or captured) was a decode, since nothing on the host
-        tells how far the failed step got."""
+        Replay: a verify folds only rows whose ring flags a fold (``flush``), and it may have done so in some
+        layers already; those rows' history is therefore folded in every layer now (folded blocks are skipped)
+        and marked folded, so no slot is left half-folded. Every other row is left exactly as it was (its
+        history unfolded), so a retry of the step gives its first attempt's outputs bit for bit.
+
+        Recurrent: a verify wrote only snapshots; a *decode* updated the state in place, so rows of an aborted
+        decode step that ran any layer lose their state (they can only be freed). Returns those slots: exactly
+        with validation on; with it off (CUDA graphs) every row's slot when the latest verify/decode call this
+        pool ran (or captured) was a decode, since nothing on the host tells how far the failed step got."""
         ids = self._ids(slots)
         cfg = self.cfg
         torn = []
@@ -253,8 +255,9 @@ class GDNStatePool:
                 torn = st.live
         elif cfg.backend == "recurrent" and self._kind == "decode":
             torn = [s for s in slots.tolist() if s >= 0]
-        if cfg.backend == "replay":
-            self._fold_history(slots)
+        if cfg.backend == "replay":  # the flushing rows, in every layer; then no row keeps the step's window
+            gdn_fold_ahead(self.checkpoint, self.ring_layers, slots, validate=False, impl=self.cfg.impl)
+            self.cursors.pending[slots[slots >= 0].long()] = 0
         self.tracker.end_step()
         self.tracker.torn.update(torn)
         return torn

@@ -261,3 +261,29 @@ def test_eos_token_id_takes_one_id_several_or_a_tensor(tiny_model_dir):
         Engine(runner, eos_token_id=[1.5])
     with pytest.raises(ValueError, match="empty sequence"):
         Engine(runner, eos_token_id=[])
+
+
+@pytest.mark.parametrize("ring_len, accepted", [(16, 2), (8, 3)])  # rows that do not flush / rows that flush
+def test_a_retry_after_abort_gives_the_first_attempts_logits(tiny_model_dir, ring_len, accepted):
+    """An aborted verify leaves every row as a first attempt finds it: a row whose ring does not flag a fold keeps
+    its history unfolded (abort folded it before, and the retry's logits rounded differently), a flagged row is
+    folded in every layer. Logits and committed states then match a twin runner that never aborted, bit for bit."""
+    model = load_model(tiny_model_dir)
+    runs = [ModelRunner(model, RunnerConfig(backend="replay", max_slots=1, max_len=128, window=4, ring_len=ring_len,
+                                            shadow_backend="recurrent")) for _ in range(2)]  # fmt: skip
+    for r in runs:
+        r.prefill(r.alloc(), list(range(10, 30)))
+    g = torch.Generator().manual_seed(3)
+    seen = set()  # (flush flagged, history held) of the rows the aborted steps ran
+    for _ in range(6):
+        t = torch.randint(3, 250, (1, 4), generator=g)
+        c = runs[0].pool.primary.cursors
+        seen.add((int(c.flush[0]), int(c.write_pos[0]) > 0))
+        first = runs[0].step([0], t)
+        runs[0].abort()
+        retry, twin = runs[0].step([0], t), runs[1].step([0], t)
+        assert torch.equal(first, retry) and torch.equal(retry, twin)
+        for r in runs:
+            r.commit([accepted])
+        assert runs[0].states_equal([0]) and runs[1].states_equal([0])
+    assert ((0, True) if ring_len == 16 else (1, True)) in seen
