@@ -15,9 +15,13 @@ happens inside the graph. Sampling from a distribution uses the inverse CDF with
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import torch
+
+GREEDY_BELOW = 1e-5  # a temperature below this samples as greedy decoding does (as vLLM treats it)
 
 
 @dataclass(frozen=True)
@@ -27,9 +31,16 @@ class Greedy:
 
 @dataclass(frozen=True)
 class Sampling:
-    """Speculative sampling at ``temperature`` > 0 (drafts are deterministic: a one-hot draft distribution)."""
+    """Speculative sampling at ``temperature`` >= ``GREEDY_BELOW`` (drafts are deterministic: a one-hot draft
+    distribution); below it, use ``Greedy``."""
 
     temperature: float
+
+    def __post_init__(self):
+        t = self.temperature
+        if not isinstance(t, numbers.Real) or isinstance(t, bool) or not math.isfinite(t) or t < GREEDY_BELOW:
+            raise ValueError(f"Sampling(temperature={t!r}): must be a finite number >= {GREEDY_BELOW} (below it, "
+                             "use Greedy)")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import numbers
 
 import torch
 
-from .accept import Greedy, Prescribed, Sampling
+from .accept import GREEDY_BELOW, Greedy, Prescribed, Sampling
 
 
 def is_int(val) -> bool:
@@ -23,9 +23,18 @@ def check_positive_int(name: str, val) -> int:
 
 
 def check_temperature(val) -> float:
+    """A finite number >= 0; below ``GREEDY_BELOW`` it is 0 (greedy): logits / 1e-40 overflow fp32, and a sample
+    at such a temperature is the argmax anyway."""
     if not isinstance(val, numbers.Real) or isinstance(val, bool) or not math.isfinite(val) or val < 0:
         raise ValueError(f"temperature={val!r}: must be a finite number >= 0 (0 = greedy)")
-    return float(val)
+    return 0.0 if val < GREEDY_BELOW else float(val)
+
+
+def check_seed(val) -> int:
+    """An int in [0, 2**63) (what ``torch.Generator.manual_seed`` takes), NumPy integers included."""
+    if not is_int(val) or not 0 <= val < 2**63:
+        raise ValueError(f"seed={val!r}: must be an int from 0 to 2**63 - 1")
+    return int(val)
 
 
 def check_token_ids(ids, vocab: int, name: str = "token ids") -> None:
@@ -111,7 +120,7 @@ def check_acceptance(B: int, T: int, num_drafts, rule, prescribed, uniforms, tem
         raise ValueError("prescribed is read by the Prescribed rule only")
     if isinstance(rule, Sampling):
         if check_temperature(temperature) == 0 or temperature != rule.temperature:
-            raise ValueError(f"temperature={temperature!r} must be > 0 and equal Sampling.temperature "
+            raise ValueError(f"temperature={temperature!r} must be >= {GREEDY_BELOW} and equal Sampling.temperature "
                              f"({rule.temperature!r})")  # fmt: skip
         check_uniforms(uniforms, B, T)
     elif uniforms is not None:

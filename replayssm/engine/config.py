@@ -55,6 +55,9 @@ class RunnerConfig:
             val = getattr(self, name)
             if not is_int(val) or val < 1:
                 raise ValueError(f"{name}={val!r}: must be a positive int")
+            object.__setattr__(self, name, int(val))  # a NumPy integer taken as the int it is
+        if self.kv_tokens is not None and is_int(self.kv_tokens):
+            object.__setattr__(self, "kv_tokens", int(self.kv_tokens))
         for name in ("ring_len", "page_size"):
             val = getattr(self, name)
             if val & (val - 1):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .accept import Greedy, Prescribed, Sampling, sample_inverse_cdf
-from .checks import check_positive_int, check_temperature, is_int
+from .checks import check_positive_int, check_seed, check_temperature, is_int
 from .drafter import HostDrafter
 from .graphs import PendingStep
 from .runner import ModelRunner, ParkedRequest
@@ -69,8 +69,7 @@ class Engine:
         temperature = check_temperature(temperature)
         if not isinstance(overlap, bool):
             raise TypeError(f"overlap must be a bool, got {overlap!r}")
-        if not is_int(seed):
-            raise ValueError(f"seed={seed!r}: must be an int")
+        seed = check_seed(seed)
         eos = None
         if eos_token_id is not None:  # one end token, or several (``ModelConfig.eos_token_id``): any of them ends
             eos = eos_token_id.reshape(-1).tolist() if isinstance(eos_token_id, torch.Tensor) else eos_token_id
@@ -113,7 +112,9 @@ class Engine:
             raise ValueError(f"arrival={arrival!r}: must be an int >= 0")
         need = len(prompt) + max_new_tokens + self.window
         if need > self.runner.cfg.max_len:
-            raise ValueError(f"request needs {need} KV positions, the runner's max_len is {self.runner.cfg.max_len}")
+            raise ValueError(f"the request needs {need} KV positions (prompt {len(prompt)} + max_new_tokens "
+                             f"{max_new_tokens} + window {self.window}), the runner's max_len is "
+                             f"{self.runner.cfg.max_len}")  # fmt: skip
         r = Request(len(self.requests), list(prompt), max_new_tokens, arrival)
         self.requests.append(r)
         return r
@@ -299,6 +300,8 @@ class Engine:
     def run(self, max_iterations: int | None = None) -> list[Request]:
         """Step until every request is done. Every running request gains a token per step, so this ends; it
         raises when requests are left that cannot make progress, or after ``max_iterations`` steps."""
+        if max_iterations is not None and (not is_int(max_iterations) or max_iterations < 1):
+            raise ValueError(f"max_iterations={max_iterations!r}: must be None or an int >= 1")
         n = 0
         while self.step():
             n += 1
@@ -320,6 +323,8 @@ class Engine:
     def preempt(self, r: Request) -> None:
         """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV, drafter) to the CPU; free
         its slot."""
+        if not any(r is q for q in self.requests):
+            raise ValueError(f"r must be a Request of this engine (from add), got {r!r:.80}")
         self.drain()
         if r.slot is None or r.done:
             raise ValueError(f"request {r.id} is not running")
@@ -327,6 +332,8 @@ class Engine:
         r.slot = None
 
     def resume(self, r: Request) -> None:
+        if not any(r is q for q in self.requests):
+            raise ValueError(f"r must be a Request of this engine (from add), got {r!r:.80}")
         self.drain()
         if r.parked is None:
             raise ValueError(f"request {r.id} is not preempted")

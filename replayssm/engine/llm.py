@@ -10,7 +10,7 @@ import torch
 from ..models.config import ModelConfig
 from ..models.loader import MTPUnavailableError, load_model, load_tokenizer
 from ..models.model import HybridLM
-from .checks import check_positive_int, check_temperature, is_int
+from .checks import check_positive_int, check_seed, check_temperature, is_int
 from .drafter import HostDrafter
 from .engine import Engine
 from .runner import ModelRunner, RunnerConfig
@@ -86,8 +86,9 @@ class LLM:
             head = model.mtp is not None if isinstance(model, HybridLM) else None  # a folder's: known once loaded
             no_mtp = custom or drafter in ("ngram", "none") or window == 1 or head is False
             _check_draft_vocab(draft_vocab, config.vocab_size, None if no_mtp else "mtp", drafter, window)
-        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
+        device, dtype = _device_dtype(device, dtype)
+        if load_progress is not None and not callable(load_progress):
+            raise TypeError(f"load_progress must be None or a callable taking a byte count, got {load_progress!r}")
         self.tokenizer = None
         if isinstance(model, HybridLM):
             if drafter == "mtp" and model.mtp is None:
@@ -120,6 +121,8 @@ class LLM:
         return self.tokenizer.decode(ids) if self.tokenizer is not None else ""
 
     def engine(self, *, temperature: float = 0.0, seed: int = 0, ignore_eos: bool = True) -> Engine:
+        if not isinstance(ignore_eos, bool):
+            raise TypeError(f"ignore_eos={ignore_eos!r}: must be a bool")
         eos = None if ignore_eos else self.model.config.eos_token_id
         return Engine(self.runner, drafter=self.drafter, temperature=temperature, seed=seed, eos_token_id=eos)
 
@@ -164,6 +167,9 @@ class LLM:
         ids = self._prompt_ids(prompts)
         max_new_tokens = check_positive_int("max_new_tokens", max_new_tokens)
         check_temperature(temperature)
+        check_seed(seed)
+        if not isinstance(ignore_eos, bool):
+            raise TypeError(f"ignore_eos={ignore_eos!r}: must be a bool")
         if arrivals is not None and (not isinstance(arrivals, (list, tuple)) or len(arrivals) != len(ids)):
             raise ValueError(f"arrivals must list one engine iteration per prompt ({len(ids)}), got {arrivals!r:.80}")
         eng = self.engine(temperature=temperature, seed=seed, ignore_eos=ignore_eos)
@@ -192,3 +198,22 @@ def _check_draft_vocab(draft_vocab, vocab: int, runs: str | None, drafter, windo
     if dv > vocab if is_int(dv) else max(dv) >= vocab:
         raise DraftVocabError(f"draft_vocab={draft_vocab}: a count of at most the model's vocabulary ({vocab}), "
                               "or token ids below it")  # fmt: skip
+
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _device_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
+    """``device``: None (the GPU when there is one), a torch.device or its name, cpu or cuda[:N]; ``dtype``: None
+    (bf16 on a GPU, fp32 on the CPU) or one of ``DTYPES``."""
+    try:
+        dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={device!r}: must be cpu, cuda or cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r}: must be cpu, cuda or cuda:N")
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"device={device!r}: no such CUDA GPU here ({torch.cuda.device_count()} present)")
+    if dtype is not None and dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r}: must be one of torch.float32, torch.float16, torch.bfloat16")
+    return dev, dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)

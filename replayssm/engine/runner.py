@@ -23,7 +23,7 @@ from ..state.backend import GDNStateBackend
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
 from .accept import Greedy, Rule
-from .checks import check_acceptance, check_int_list, check_slots, check_token_ids, check_tokens
+from .checks import check_acceptance, check_int_list, check_slots, check_token_ids, check_tokens, is_int
 from .config import GRAPH_BATCH_SIZES, ParkedRequest, RunnerConfig, padded, pool_config, uses_graphs
 from .graphs import DeviceStep, PendingStep, capture
 from .mtp import MTPDrafter
@@ -84,6 +84,8 @@ class ModelRunner:
 
     def free(self, slot: int) -> None:
         """Give ``slot`` back: its GDN state slot and its KV cache pages (it must have no step in flight)."""
+        if not is_int(slot):
+            raise TypeError(f"slot must be an int, got {slot!r}")
         if slot not in self._live:
             raise ValueError(f"slot {slot!r} is not allocated")
         self._check_idle([slot])
@@ -104,12 +106,16 @@ class ModelRunner:
         """Run whole prompts into fresh slots: one slot and its prompt, or lists of them (prompts of one length
         run as one batch). Returns the logits of each prompt's last token, [vocab] or [n, vocab] (fp32).
         Everything is checked first; if the model fails half-way, the slots' states are unspecified (free them)."""
-        if isinstance(slot, int) and not isinstance(slot, bool):
-            return self.prefill([slot], [ids])[0]
+        if is_int(slot):
+            return self.prefill([int(slot)], [ids])[0]
         if not isinstance(ids, (list, tuple)) or not ids:
             raise ValueError(f"ids must be a non-empty list of prompts (token-id lists), got {ids!r:.80}")
         slot = check_slots(slot, len(ids), self._live)
         self._check_idle(slot)
+        held = [s for s in slot if self._lens[s]]
+        if held:  # a prefill starts a request: on a slot that holds tokens it would not continue them exactly
+            raise ValueError(f"slots {held} already hold tokens; prefill takes fresh slots (alloc(), or free() and "
+                             "alloc() again)")  # fmt: skip
         for i, p in enumerate(ids):
             if not isinstance(p, (list, tuple)) or not p:
                 raise ValueError(f"prompt {i} must be a non-empty list of token ids, got {p!r:.80}")
@@ -385,7 +391,9 @@ class ModelRunner:
         return self.pool.memory_report()
 
     def kv_len(self, slot: int) -> int:
-        """Committed KV length of ``slot`` (host mirror; nothing is read back)."""
+        """Committed KV length of ``slot`` (host mirror; nothing is read back); ``slot`` must be allocated."""
+        if not is_int(slot) or slot not in self._live:
+            raise ValueError(f"slot={slot!r}: not an allocated slot")
         return self._lens[slot]
 
     def pad_kv(self, slots: list[int], n: int) -> None:

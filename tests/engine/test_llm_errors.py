@@ -151,3 +151,44 @@ def test_the_config_keeps_its_end_tokens_as_a_tuple(tmp_path):
     d = json.loads((TINY_MODEL / "config.json").read_text())
     assert ModelConfig.from_dict({**d, "eos_token_id": [258, 3]}).eos_token_id == (258, 3)
     assert ModelConfig.from_dict({k: v for k, v in d.items() if k != "eos_token_id"}).eos_token_id is None
+
+
+def test_the_api_checks_types_and_ranges_before_it_acts():
+    """The fresh-eyes trial's findings: each refused before anything loads, runs or moves, naming the argument."""
+    from replayssm.engine.accept import Sampling
+    from replayssm.engine.engine import Engine
+    from replayssm.engine.runner import RunnerConfig
+
+    for kw, err, msg in (({"device": "tpu"}, ValueError, "device='tpu'"),
+                         ({"dtype": "float16"}, ValueError, "dtype='float16'"),
+                         ({"load_progress": 5}, TypeError, "load_progress")):  # fmt: skip
+        with pytest.raises(err, match=msg):
+            LLM(TINY_MODEL, **kw)
+    with pytest.raises(ValueError, match="Sampling"):
+        Sampling(-1.0)
+    assert RunnerConfig(window=np.int64(4)).window == 4 and type(RunnerConfig(window=np.int64(4)).window) is int
+    llm = LLM(TINY_MODEL, window=np.int64(4), max_slots=np.int32(2), max_len=128, device="cpu")
+    greedy = llm.generate(PROMPTS[0], 6)[0].token_ids
+    assert llm.generate(PROMPTS[0], 6, temperature=1e-40)[0].token_ids == greedy  # below 1e-5: greedy
+    assert llm.generate(PROMPTS[0], 6, temperature=0.8, seed=np.int64(3))[0].token_ids == llm.generate(
+        PROMPTS[0], 6, temperature=0.8, seed=3)[0].token_ids  # fmt: skip
+    for kw, err, msg in (({"seed": 2**70}, ValueError, "seed="), ({"ignore_eos": "no"}, TypeError, "ignore_eos")):
+        with pytest.raises(err, match=msg):
+            llm.generate(PROMPTS[0], 6, **kw)
+    runner = llm.runner
+    eng = Engine(runner, drafter="none")
+    r = eng.add([5, 6, 7], 4)
+    for call, msg in ((lambda: eng.run(max_iterations=0), "max_iterations=0"), (lambda: eng.preempt(0), "Request")):
+        with pytest.raises(ValueError, match=msg):
+            call()
+    assert not r.generated and r.slot is None  # nothing ran
+    slot = runner.alloc()
+    with pytest.raises(TypeError, match="slot must be an int"):
+        runner.free(True)
+    with pytest.raises(ValueError, match="not an allocated slot"):
+        runner.kv_len(99)
+    runner.prefill(np.int64(slot), [5, 6, 7])
+    with pytest.raises(ValueError, match="already hold tokens; prefill takes fresh slots"):
+        runner.prefill(slot, [5, 6, 7])
+    assert runner.kv_len(slot) == 3
+    runner.free(slot)
