@@ -345,7 +345,8 @@ def _proposal(drafter, d, k: int, runner: ModelRunner) -> list[int]:
     or tuple of ints, a 1-d integer NumPy array or torch tensor are accepted."""
     name = type(drafter).__name__
     ndim = d.dim() if isinstance(d, torch.Tensor) else getattr(d, "ndim", 1)
-    if isinstance(d, (str, bytes, dict)) or not hasattr(d, "__iter__") or ndim != 1:
+    ordered = isinstance(d, (list, tuple, torch.Tensor)) or hasattr(d, "tolist")  # not a set, dict or generator
+    if not ordered or isinstance(d, (str, bytes)) or ndim != 1:
         kind = f"a {ndim}-d {type(d).__name__}" if ndim != 1 else type(d).__name__
         raise TypeError(f"{name}.propose() must return a list of ints (up to k={k} token ids), got {kind}")
     d = d[:k] if isinstance(d, torch.Tensor) else list(d)[:k]

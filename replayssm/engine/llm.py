@@ -170,6 +170,8 @@ class LLM:
         check_seed(seed)
         if not isinstance(ignore_eos, bool):
             raise TypeError(f"ignore_eos={ignore_eos!r}: must be a bool")
+        if arrivals is not None and hasattr(arrivals, "tolist"):  # a NumPy array or a tensor of iterations
+            arrivals = arrivals.tolist()
         if arrivals is not None and (not isinstance(arrivals, (list, tuple)) or len(arrivals) != len(ids)):
             raise ValueError(f"arrivals must list one engine iteration per prompt ({len(ids)}), got {arrivals!r:.80}")
         eng = self.engine(temperature=temperature, seed=seed, ignore_eos=ignore_eos)

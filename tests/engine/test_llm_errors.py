@@ -105,12 +105,14 @@ def test_proposals_of_any_1d_integer_kind_run_and_output_equals_plain_decode(mak
     [
         (lambda c, k: None, TypeError, r"Fixed.propose\(\) must return a list of ints .*got NoneType"),
         (lambda c, k: 5, TypeError, r"Fixed.propose\(\) must return a list of ints .*got int"),
+        (lambda c, k: {3, 4}, TypeError, r"Fixed.propose\(\) must return a list of ints .*got set"),
+        (lambda c, k: (t for t in (3, 4)), TypeError, r"Fixed.propose\(\) must return a list of ints .*got generator"),
         (lambda c, k: torch.zeros(1, k, dtype=torch.long), TypeError, r"must return a list of ints .*2-d Tensor"),
         (lambda c, k: torch.zeros(k), TypeError, r"Fixed.propose\(\) draft token ids must be integers"),
         (lambda c, k: [1.5] * k, TypeError, r"Fixed.propose\(\) draft token ids must be ints"),
         (lambda c, k: torch.full((k,), 10**6), ValueError, r"Fixed.propose\(\) draft token ids .* outside"),
     ],
-    ids=["None", "int", "2-d", "float-tensor", "floats", "out-of-vocab"],
+    ids=["None", "int", "set", "generator", "2-d", "float-tensor", "floats", "out-of-vocab"],
 )
 def test_a_bad_proposal_names_the_drafter_and_the_llm_stays_usable(make, error, message):
     llm = LLM(TINY_MODEL, drafter=Fixed(make), window=4, max_slots=2, max_len=256)
