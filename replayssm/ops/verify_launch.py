@@ -98,7 +98,8 @@ MAXNREG = {} if INTERPRET else {"maxnreg": 128}
 
 def tensor_cores(ln: launch.Launch, BT: int, KC: int, stages: int, device: torch.device):
     """(on, NX, layout) of the window dots on tensor cores: on a GPU with TF32 ``mma.sync`` (compute capability
-    >= 8.0), for windows of at least 4 tokens (2BT >= 8 vectors fill the 8-wide MMA tile), with at least one
+    >= 8.0), for windows of at least 3 tokens (BT, the window rounded up to a power of two, >= 4: 2BT >= 8 vectors
+    fill the 8-wide MMA tile), with at least one
     16-row MMA tile per warp and chunks of at least 16 columns; NX = the 2BT window vectors (padded to 8)."""
     W = ln.num_warps
     nx = max(2 * BT, 8)
