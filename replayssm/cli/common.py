@@ -257,3 +257,19 @@ def model_folder(text: str, flag: str = "--model"):
         raise UsageError(f"{flag} {text}: the folder has no {' and no '.join(missing)} (a Hugging Face model "
                          "folder holds config.json, *.safetensors and tokenizer.json)")  # fmt: skip
     return path
+
+
+def model_files(folder, text: str, flag: str = "--model"):
+    """A model folder's config.json (and its tokenizer.json, when there is one) read before any work, so a file
+    replayssm cannot use is a one-line error naming ``flag`` ``text``, not a failure after the weights load.
+    Returns the ``ModelConfig``."""
+    from ..models.config import ModelConfig
+    from ..models.loader import load_tokenizer
+
+    try:
+        cfg = ModelConfig.from_file(folder)  # not JSON, not an object, a missing or ill-typed field
+        if (folder / "tokenizer.json").is_file():
+            load_tokenizer(folder)
+    except (ValueError, OSError) as e:
+        raise UsageError(f"{flag} {text}: {e}") from None
+    return cfg

@@ -13,6 +13,7 @@ from .common import (
     check_ring,
     device,
     integer,
+    model_files,
     model_folder,
     out_dir,
     power_of_two,
@@ -56,17 +57,7 @@ def _model_spec(spec: str) -> str:
         if cfg.num_experts:
             raise UsageError(f"--model {spec}: {parts[1]} is a MoE preset; the drift study runs dense presets")
         return f"random:{parts[1].lower()}:{parts[2]}"
-    folder = model_folder(spec)
-    from ..models.config import ModelConfig
-
-    try:  # config.json and tokenizer.json read before any work (load_drift_model reads both)
-        ModelConfig.from_file(folder)
-        if (folder / "tokenizer.json").is_file():
-            from ..models.loader import load_tokenizer
-
-            load_tokenizer(folder)
-    except (ValueError, OSError) as e:
-        raise UsageError(f"--model {spec}: {e}") from None
+    model_files(model_folder(spec), spec)  # load_drift_model reads both
     return spec
 
 

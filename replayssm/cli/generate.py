@@ -13,6 +13,7 @@ from .common import (
     check_ring,
     device,
     integer,
+    model_files,
     model_folder,
     number,
 )
@@ -64,14 +65,10 @@ def _load(args, dev, folder):
 
 
 def _check_config(args, folder):
-    """config.json read before anything is loaded: --max-len within the model's max_position_embeddings (the KV
-    cache for --max-len positions is allocated up front) and --draft-vocab within its vocabulary."""
-    from ..models.config import ModelConfig
-
-    try:
-        cfg = ModelConfig.from_file(folder)
-    except (ValueError, OSError) as e:  # not JSON, not an object, a missing or ill-typed field
-        raise UsageError(f"--model {args.model}: {e}") from e
+    """config.json and tokenizer.json read before anything is loaded (``model_files``): --max-len within the
+    model's max_position_embeddings (the KV cache for --max-len positions is allocated up front) and --draft-vocab
+    within its vocabulary."""
+    cfg = model_files(folder, args.model)
     limit = cfg.max_position_embeddings
     if limit is not None and args.max_len > limit:
         raise UsageError(f"--max-len: must be an integer from 2 to {limit} (the model's max_position_embeddings), "
@@ -98,12 +95,6 @@ def run(args) -> int:
     folder = model_folder(str(TINY_MODEL) if args.model == "tiny" else args.model)
     if not (folder / "tokenizer.json").is_file():
         raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
-    from ..models.loader import load_tokenizer
-
-    try:  # read now: a file it cannot parse is an error before the weights load, not after
-        load_tokenizer(folder)
-    except ValueError as e:
-        raise UsageError(f"--model {args.model}: {e}") from None
     cfg = _check_config(args, folder)
     if args.draft_vocab is not None and args.window == 1:
         raise UsageError("--draft-vocab: only with the MTP drafter, and --window 1 is plain decoding: drop it")

@@ -126,3 +126,17 @@ def check_acceptance(B: int, T: int, num_drafts, rule, prescribed, uniforms, tem
     elif uniforms is not None:
         raise ValueError("uniforms are read by the Sampling rule only")
     return nd, (prescribed, uniforms, float(temperature) if isinstance(rule, Sampling) else 1.0)
+
+
+def check_prompts(ids, vocab: int, window: int, max_len: int) -> None:
+    """``ModelRunner.prefill``'s prompts: a non-empty list of non-empty token-id lists in [0, vocab), the longest
+    with a window after it within ``max_len``."""
+    if not isinstance(ids, (list, tuple)) or not ids:
+        raise ValueError(f"ids must be a non-empty list of prompts (token-id lists), got {ids!r:.80}")
+    for i, p in enumerate(ids):
+        if not isinstance(p, (list, tuple)) or not p:
+            raise ValueError(f"prompt {i} must be a non-empty list of token ids, got {p!r:.80}")
+        check_token_ids(p, vocab, f"prompt {i} token ids")
+    longest = max(len(p) for p in ids)
+    if longest + window > max_len:
+        raise ValueError(f"prompt of {longest} tokens + window {window} exceeds max_len={max_len}")

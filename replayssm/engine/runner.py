@@ -23,7 +23,7 @@ from ..state.backend import GDNStateBackend
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
 from .accept import Greedy, Rule
-from .checks import check_acceptance, check_int_list, check_slots, check_token_ids, check_tokens, is_int
+from .checks import check_acceptance, check_int_list, check_prompts, check_slots, check_token_ids, check_tokens, is_int
 from .config import GRAPH_BATCH_SIZES, ParkedRequest, RunnerConfig, padded, pool_config, uses_graphs
 from .graphs import DeviceStep, PendingStep, capture
 from .mtp import MTPDrafter
@@ -108,23 +108,13 @@ class ModelRunner:
         Everything is checked first; if the model fails half-way, the slots' states are unspecified (free them)."""
         if is_int(slot):
             return self.prefill([int(slot)], [ids])[0]
-        if not isinstance(ids, (list, tuple)) or not ids:
-            raise ValueError(f"ids must be a non-empty list of prompts (token-id lists), got {ids!r:.80}")
+        check_prompts(ids, self.model.config.vocab_size, self.cfg.window, self.cfg.max_len)
         slot = check_slots(slot, len(ids), self._live)
         self._check_idle(slot)
         held = [s for s in slot if self._lens[s]]
         if held:  # a prefill starts a request: on a slot that holds tokens it would not continue them exactly
             raise ValueError(f"slots {held} already hold tokens; prefill takes fresh slots (alloc(), or free() and "
                              "alloc() again)")  # fmt: skip
-        for i, p in enumerate(ids):
-            if not isinstance(p, (list, tuple)) or not p:
-                raise ValueError(f"prompt {i} must be a non-empty list of token ids, got {p!r:.80}")
-            self.check_token_ids(p, f"prompt {i} token ids")
-        longest = max(len(p) for p in ids)
-        if longest + self.cfg.window > self.cfg.max_len:
-            raise ValueError(
-                f"prompt of {longest} tokens + window {self.cfg.window} exceeds max_len={self.cfg.max_len}"
-            )
         self.kv.reserve(slot, [len(p) + self.cfg.window for p in ids])
         out = torch.empty(len(slot), self.model.config.vocab_size, dtype=torch.float32, device=self.device)
         for P in sorted({len(p) for p in ids}):
