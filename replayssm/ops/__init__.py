@@ -2,10 +2,20 @@
 
 Every public op dispatches on ``impl``: "auto" (Triton for CUDA tensors, the reference for CPU
 tensors, or Triton on CPU when ``REPLAYSSM_IMPL=triton`` with ``TRITON_INTERPRET=1``), "triton",
-or "reference". Each ``*_reference`` has the same signature and the same effects.
+or "reference" (the environment's ``REPLAYSSM_IMPL`` may only be unset, "auto" or "triton"). Setting
+``TRITON_INTERPRET=1`` alone does not make "auto" run the kernels on CPU tensors: it runs them in the interpreter
+once ``REPLAYSSM_IMPL=triton`` (or ``impl="triton"``) picks them. Each ``*_reference`` has the same signature and
+the same effects (``ring_mark_folded_reference`` is ``ring_mark_folded``'s and ``ring_reset``'s, with ``reset``).
 """
 
-from .cursors import fold_phase_pays, ring_commit, ring_commit_reference, ring_mark_folded, ring_reset
+from .cursors import (
+    fold_phase_pays,
+    ring_commit,
+    ring_commit_reference,
+    ring_mark_folded,
+    ring_mark_folded_reference,
+    ring_reset,
+)
 from .fold import gdn_exact_fold, gdn_exact_fold_reference
 from .fold_ahead import fold_ahead_pays, gdn_fold_ahead, gdn_fold_ahead_reference
 from .gating import gdn_gating, gdn_gating_reference
@@ -37,5 +47,6 @@ __all__ = [
     "ring_commit",
     "ring_commit_reference",
     "ring_mark_folded",
+    "ring_mark_folded_reference",
     "ring_reset",
 ]

@@ -7,6 +7,7 @@ import os
 import torch
 
 IMPLS = ("auto", "triton", "reference")
+ENV_IMPLS = ("", "auto", "triton")  # REPLAYSSM_IMPL: unset and "auto" leave "auto" as it is
 
 
 def use_triton(impl: str, *tensors: torch.Tensor) -> bool:
@@ -18,7 +19,11 @@ def use_triton(impl: str, *tensors: torch.Tensor) -> bool:
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     if impl == "auto":
+        env = os.environ.get("REPLAYSSM_IMPL", "")
+        if env not in ENV_IMPLS:
+            raise ValueError(f"REPLAYSSM_IMPL must be unset or one of {ENV_IMPLS[1:]} (triton: the kernels on CPU "
+                             f"tensors too, in Triton's interpreter), got {env!r}")  # fmt: skip
         if all(t.is_cuda for t in tensors):
             return True
-        return os.environ.get("REPLAYSSM_IMPL", "") == "triton"
+        return env == "triton"
     return impl == "triton"

@@ -17,6 +17,7 @@ import os
 import types
 
 import numpy as np
+import torch
 import triton
 import triton.language as tl
 from triton.experimental import gluon as _gluon
@@ -70,6 +71,18 @@ class _Shared:
 
 def _np_dtype(dtype):
     return {tl.float32: np.float32, tl.float16: np.float16, tl.int32: np.int32, tl.int64: np.int64}[dtype]
+
+
+def check_interpretable(**tensors) -> None:
+    """In the interpreter, refuse bf16 operands of a kernel that keeps them in (emulated) shared memory: NumPy has no
+    bf16, so it would fail mid-launch with a bare ``KeyError``. On a GPU, nothing to check."""
+    if not INTERPRET:
+        return
+    for name, t in tensors.items():
+        if t.dtype == torch.bfloat16:
+            raise TypeError(f"{name} is bfloat16, which this kernel cannot take in Triton's CPU interpreter "
+                            "(TRITON_INTERPRET=1: its shared memory is emulated with NumPy, which has no bf16); use "
+                            "float32 or float16 on the CPU, or impl='reference'")  # fmt: skip
 
 
 def _allocate_shared_memory(element_ty, shape, layout=None, value=None):

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
+from .shape import head_dim_error
+
 ACT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -39,6 +41,19 @@ def check_tensor(
         raise ValueError(f"{name} must be on {device}, got {t.device}")
     if contiguous and not t.is_contiguous():
         raise ValueError(f"{name} must be contiguous (shape {tuple(t.shape)}, stride {t.stride()})")
+
+
+def check_flags(**flags) -> None:
+    """Each keyword a bool (``validate``, ``update_state``, ...): a string such as "False" would read as true."""
+    for name, val in flags.items():
+        if not isinstance(val, bool):
+            raise TypeError(f"{name} must be a bool, got {val!r}")
+
+
+def check_eps(eps) -> None:
+    """A norm's epsilon: a finite number > 0 (0 or less turns an all-zero row into NaN)."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
 
 
 def check_same_dtype(names: Sequence[str], tensors: Sequence[torch.Tensor]) -> None:
@@ -98,8 +113,8 @@ def check_gdn_inputs(q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens) -> tuple[
     check_tensor("A_log", A_log, shape=(HV,), dtypes=ACT_DTYPES, device=dev)
     check_tensor("dt_bias", dt_bias, shape=(HV,), dtypes=ACT_DTYPES, device=dev)
     for name, d in (("K", K), ("V", V)):
-        if d < 16 or d & (d - 1):
-            raise ValueError(f"head dim {name}={d} must be a power of two >= 16")
+        if err := head_dim_error(f"head dim {name}", d):
+            raise ValueError(err)
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=dev)
     B = slots.shape[0]
     check_tensor("cu_seqlens", cu_seqlens, shape=(B + 1,), dtypes=(torch.int32,), device=dev)
@@ -114,10 +129,14 @@ def check_state(name: str, state, HV: int, V: int, K: int, device) -> int:
     return state.shape[0]
 
 
-def check_out(out, v: torch.Tensor) -> None:
-    """Optional output buffer of the window ops: [N, HV, V] in v's dtype."""
+def check_out(out, v: torch.Tensor, *inputs: torch.Tensor) -> None:
+    """Optional output buffer of the window ops: [N, HV, V] in v's dtype, sharing no memory with ``v`` or the other
+    ``inputs`` (the kernels and the references would read what they already wrote, differently)."""
     if out is not None:
         check_tensor("out", out, shape=tuple(v.shape), dtypes=(v.dtype,), device=v.device)
+        mine = out.untyped_storage().data_ptr()
+        if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == mine for t in (v, *inputs)):
+            raise ValueError("out must not share memory with the op's inputs (q, k, v, a, b, the state)")
 
 
 def check_scale(scale, K: int) -> float:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ._common import use_triton
-from ._validate import ACT_DTYPES, check_cu_seqlens, check_slots, check_tensor, values_checkable
+from ._validate import ACT_DTYPES, check_cu_seqlens, check_flags, check_slots, check_tensor, values_checkable
 from .conv_update import conv_commit_triton, conv_update_triton
 from .scatter import scatter_slots_
 
@@ -91,10 +91,16 @@ def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch
     CPU tensors. Every argument is checked before anything is written (``validate=False`` skips the checks
     that read values back, as the other ops do; they are skipped anyway while a CUDA graph is captured).
     """
+    check_flags(validate=validate)
     _check_conv(x, weight, bias, conv_state)
     _check_update(x, conv_state, weight, slots, cu_seqlens, scratch, validate)
-    if split is not None and (len(split) != 3 or sum(split) != x.shape[1] or min(split) < 1):
-        raise ValueError(f"split must be three positive widths summing to C={x.shape[1]}, got {split}")
+    if split is not None and (
+        not isinstance(split, (tuple, list))
+        or len(split) != 3
+        or any(not isinstance(w, int) or isinstance(w, bool) or w < 1 for w in split)
+        or sum(split) != x.shape[1]
+    ):
+        raise ValueError(f"split must be three positive int widths summing to C={x.shape[1]}, got {split!r}")
     if use_triton(impl, x):
         return conv_update_triton(x, conv_state, weight, bias, slots, cu_seqlens, scratch, split)
     y = causal_conv1d_update_reference(x, conv_state, weight, bias, slots, cu_seqlens, scratch)
@@ -131,12 +137,13 @@ def conv_commit(conv_state, scratch, slots, num_accepted, *, impl: str = "auto",
     """Roll ``conv_state`` of ``slots`` forward to the last accepted token of each row's window, all layers at once.
 
     conv_state: [NL, S, W-1, C] (or [S, W-1, C], one layer); scratch: [NL, >=B, W-1+T_max, C] (or
-    [>=B, W-1+T_max, C]) from ``causal_conv1d_update``; slots: [B] int32, -1 rows skipped; num_accepted:
-    [B] int32 in [1, T_max]. One launch whatever the number of layers (``ops.conv_update``; the PyTorch reference
-    on CPU tensors or with ``impl="reference"``). Shapes are always checked before anything is written; with
-    ``validate`` (and not while a CUDA graph is captured) the values too (slot ids, accepted counts), which reads
-    them back. Mutates ``conv_state``.
+    [>=B, W-1+T_max, C]) from ``causal_conv1d_update``; slots: [B] int32, -1 rows skipped (their counts are never
+    read); num_accepted: [B] int32 in [1, T_max] on live rows. One launch whatever the number of layers
+    (``ops.conv_update``; the PyTorch reference on CPU tensors or with ``impl="reference"``). Shapes are always
+    checked before anything is written; with ``validate`` (and not while a CUDA graph is captured) the values too
+    (slot ids, accepted counts), which reads them back. Mutates ``conv_state``.
     """
+    check_flags(validate=validate)
     if not isinstance(conv_state, torch.Tensor) or conv_state.dim() not in (3, 4):
         raise ValueError("conv_state must be a [NL, S, W-1, C] or [S, W-1, C] tensor")
     if conv_state.dim() == 3:
@@ -154,7 +161,7 @@ def conv_commit(conv_state, scratch, slots, num_accepted, *, impl: str = "auto",
     if validate and values_checkable(slots, num_accepted):
         check_slots("slots", slots, S)
         t_max = scratch.shape[2] - Wm1
-        bad = [n for n in num_accepted.tolist() if not 1 <= n <= t_max]
+        bad = [n for s, n in zip(slots.tolist(), num_accepted.tolist()) if s >= 0 and not 1 <= n <= t_max]
         if bad:
             raise ValueError(f"num_accepted holds {bad}, outside [1, {t_max}] (the window the scratch records)")
     rows_contiguous = conv_state.stride()[2:] == (C, 1) and scratch.stride()[2:] == (C, 1)
@@ -166,9 +173,10 @@ def conv_commit(conv_state, scratch, slots, num_accepted, *, impl: str = "auto",
 
 def conv_commit_reference(conv_state, scratch, slots, num_accepted):
     """PyTorch reference of ``conv_commit`` for [NL, S, W-1, C] states and [NL, >=B, W-1+T_max, C] scratch: one
-    gather and one scatter (graph-capturable)."""
+    gather and one scatter (graph-capturable). A padding row's count is not read (it gathers at 1, then is skipped)."""
     NL, _, Wm1, C = conv_state.shape
     B = slots.shape[0]
-    idx = num_accepted.long()[:, None] + torch.arange(Wm1, device=slots.device)[None, :]  # [B, W-1]
+    n = torch.where(slots >= 0, num_accepted, 1).long()
+    idx = n[:, None] + torch.arange(Wm1, device=slots.device)[None, :]  # [B, W-1]
     kept = torch.gather(scratch[:, :B], 2, idx[None, :, :, None].expand(NL, B, Wm1, C))  # [NL, B, W-1, C]
     scatter_slots_(conv_state.transpose(0, 1), slots, kept.transpose(0, 1))

@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._validate import check_slots, check_tensor, values_checkable
+from ._validate import check_flags, check_slots, check_tensor, values_checkable
 from .ring import Ring, RingCursors
 
 
@@ -152,6 +152,7 @@ def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, fold_p
     With ``validate=True`` (skipped under graph capture) checks slot ids and that every row has a
     pending window and ``1 <= num_accepted <= pending``; nothing is written when a check fails.
     """
+    check_flags(fold_phase=fold_phase, validate=validate)
     c = cursors_of(ring)
     _check_rows(c, slots, num_accepted)
     use = use_triton(impl, slots)
@@ -165,8 +166,6 @@ def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, fold_p
                 raise ValueError(f"slots: slot {slot} has no verified window to commit (verify first)")
             if not 1 <= n <= pending[slot]:
                 raise ValueError(f"num_accepted={n} for slot {slot} is outside [1, {pending[slot]}] (its window)")
-    if not isinstance(fold_phase, bool):
-        raise TypeError(f"fold_phase must be a bool, got {type(fold_phase).__name__}")
     phase = fold_phase and c.window == 1
     if not use:
         return ring_commit_reference(c, slots, num_accepted, fold_phase=phase)
@@ -186,12 +185,22 @@ def ring_mark_folded_reference(ring, slots, *, reset=False):
         c.epoch[slot] += 1
 
 
+def check_none_pending(c, ids: list[int], what: str) -> None:
+    """Refuse rows with a verified window not committed yet: emptying their history would drop it (``pending``)."""
+    pending = c.pending.cpu().tolist()
+    busy = [s for s in ids if s >= 0 and pending[s]]
+    if busy:
+        raise ValueError(f"slots {busy} have a verified window not committed yet: {what} after ring_commit")
+
+
 def _mark(ring, slots, reset, validate, impl):
     c = cursors_of(ring)
     _check_rows(c, slots)
     use = use_triton(impl, slots)
     if validate and values_checkable(slots):
-        check_slots("slots", slots, c.num_slots)
+        ids = check_slots("slots", slots, c.num_slots)
+        if not reset:
+            check_none_pending(c, ids, "mark them folded")
     if not use:
         return ring_mark_folded_reference(c, slots, reset=reset)
     if slots.shape[0]:
@@ -203,6 +212,7 @@ def _mark(ring, slots, reset, validate, impl):
 def ring_reset(ring, slots: torch.Tensor, *, validate: bool = True, impl: str = "auto"):
     """Empty the rings of ``slots`` (fresh or freed slots): cursors to 0, ``epoch`` advanced.
     Records are not cleared (nothing reads a record outside the history)."""
+    check_flags(validate=validate)
     _mark(ring, slots, True, validate, impl)
 
 
@@ -212,5 +222,8 @@ def ring_mark_folded(ring, slots: torch.Tensor, *, validate: bool = True, impl: 
 
     ``gdn_exact_fold`` calls this itself unless told not to; a pool that folds several layers
     sharing one set of cursors folds each with ``empty_history=False`` and calls this once after.
+    With ``validate=True`` (skipped under graph capture) checks slot ids and that no row has a verified window
+    pending (``ring_commit`` first: emptying the history would drop it); nothing is written when a check fails.
     """
+    check_flags(validate=validate)
     _mark(ring, slots, False, validate, impl)

@@ -16,8 +16,8 @@ from . import launch
 from ._common import use_triton
 from ._gluon import gl, jit
 from ._pinned import MARK, _fold_records, update_reference
-from ._validate import check_slots, check_state, check_tensor, values_checkable
-from .cursors import ring_mark_folded
+from ._validate import check_flags, check_slots, check_state, check_tensor, values_checkable
+from .cursors import check_none_pending, cursors_of, ring_mark_folded
 from .ring import Ring
 
 
@@ -112,7 +112,7 @@ def gdn_exact_fold_reference(checkpoint, ring, slots, *, out=None, empty_history
     return out if out is not None else checkpoint
 
 
-def _check(checkpoint, ring, slots, out, validate):
+def _check(checkpoint, ring, slots, out, empty_history, validate):
     if not isinstance(ring, Ring):
         raise TypeError(f"ring must be a Ring, got {type(ring).__name__}")
     H, L, K = ring.k.shape[1:]
@@ -124,7 +124,9 @@ def _check(checkpoint, ring, slots, out, validate):
     if out is not None:
         check_tensor("out", out, shape=(slots.shape[0], HV, V, K), dtypes=(torch.float32,), device=checkpoint.device)
     if validate and values_checkable(slots):
-        check_slots("slots", slots, S)
+        ids = check_slots("slots", slots, S)
+        if out is None and empty_history:
+            check_none_pending(cursors_of(ring), ids, "fold and empty their history")
     return H, HV, K, V
 
 
@@ -146,9 +148,12 @@ def gdn_exact_fold(
     of cursors: pass ``empty_history=False`` for each and call ``ring_mark_folded`` once after the
     last layer. With ``out`` ([B, HV, V, K] fp32) the folded states go to ``out[i]`` and nothing else
     is touched: the committed state, materialised without mutation. A slot whose history a verify of
-    the step in flight already folded is not folded twice. Returns ``out`` or ``checkpoint``.
+    the step in flight already folded is not folded twice. Returns ``out`` or ``checkpoint``. With ``validate``
+    (skipped under graph capture) checks slot ids and, when the history is to be emptied, that no row has a
+    verified window pending (``ring_commit`` first); nothing is written when a check fails.
     """
-    H, HV, K, V = _check(checkpoint, ring, slots, out, validate)
+    check_flags(empty_history=empty_history, validate=validate)
+    H, HV, K, V = _check(checkpoint, ring, slots, out, empty_history, validate)
     use = use_triton(impl, checkpoint)
     if not use:
         return gdn_exact_fold_reference(checkpoint, ring, slots, out=out, empty_history=empty_history)

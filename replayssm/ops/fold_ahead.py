@@ -26,10 +26,10 @@ import triton.language as tl  # noqa: F401  (the interpreter looks for it in a k
 
 from . import launch
 from ._common import use_triton
-from ._gluon import async_copy, gl, jit
+from ._gluon import async_copy, check_interpretable, gl, jit
 from ._pinned import MARK
-from ._validate import check_slots, check_state, check_tensor, values_checkable
-from .cursors import _ring_mark_folded_kernel, ring_mark_folded_reference
+from ._validate import check_flags, check_slots, check_state, check_tensor, values_checkable
+from .cursors import _ring_mark_folded_kernel, check_none_pending, ring_mark_folded_reference
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import RingLayers
 from .verify_fold import _fold_staged
@@ -211,11 +211,7 @@ def _check(checkpoint, rings, slots, validate):
                          f"{tuple(checkpoint.shape)}")  # fmt: skip
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
     if validate and values_checkable(slots):
-        ids = check_slots("slots", slots, S)
-        pending = rings.cursors.pending.cpu().tolist()
-        busy = [s for s in ids if s >= 0 and pending[s]]
-        if busy:
-            raise ValueError(f"slots {busy} have a verified window not committed yet: fold ahead after ring_commit")
+        check_none_pending(rings.cursors, check_slots("slots", slots, S), "fold ahead")
     return NL, S, H, HV, K, V
 
 
@@ -237,9 +233,11 @@ def gdn_fold_ahead(
     (bitwise: the pinned update on the ring's records, as the verify's fold). With ``validate=True`` (skipped under
     graph capture) checks slot ids and that no row has a verified window pending; nothing is written when a check
     fails. Returns ``checkpoint``."""
+    check_flags(validate=validate)
     NL, S, H, HV, K, V = _check(checkpoint, rings, slots, validate)
     if not use_triton(impl, checkpoint):
         return gdn_fold_ahead_reference(checkpoint, rings, slots)
+    check_interpretable(ring_v=rings.v)
     B = slots.shape[0]
     if B:
         ln = launch.resolve("fold_ahead", V, B * HV, checkpoint.device)

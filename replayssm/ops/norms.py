@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._validate import ACT_DTYPES, check_tensor
+from ._validate import ACT_DTYPES, check_eps, check_flags, check_tensor
 
 
 @triton.jit
@@ -89,6 +89,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, *, eps: float, zero_centred:
     """RMSNorm over the last dim: ``x / rms(x) * (1 + weight)`` (``zero_centred``, Qwen3-Next/3.5) or ``* weight``,
     computed in fp32 and rounded once. x: [..., D] (unit last stride); weight: [D]. Returns a new [..., D]
     tensor in x's dtype. Mutates nothing."""
+    check_flags(zero_centred=zero_centred)
+    check_eps(eps)
     if not use_triton(impl, x):
         _check_norm(x, weight, None)
         return rms_norm_reference(x, weight, eps=eps, zero_centred=zero_centred)
@@ -99,6 +101,8 @@ def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, 
                  zero_centred: bool = True, impl: str = "auto"):  # fmt: skip
     """The residual add and the next norm in one pass: ``h = x + residual`` (rounded to the dtype), then
     ``rms_norm(h)``. Returns (h, normed h), both new tensors. Mutates nothing."""
+    check_flags(zero_centred=zero_centred)
+    check_eps(eps)
     if not use_triton(impl, x):
         _check_norm(x, weight, residual)
         return add_rms_norm_reference(x, residual, weight, eps=eps, zero_centred=zero_centred)
@@ -134,6 +138,7 @@ def rms_norm_gated(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, *, ep
 
     x: [N, HV, V] contiguous; z: [N, HV, V] with unit strides inside a row (the row stride is free: z may
     be a slice of a fused projection); weight: [V] (x's dtype). Returns [N, HV, V] in x's dtype."""
+    check_eps(eps)
     check_tensor("x", x, ndim=3, dtypes=ACT_DTYPES)
     check_tensor("z", z, shape=tuple(x.shape), dtypes=(x.dtype,), device=x.device, contiguous=False)
     check_tensor("weight", weight, shape=(x.shape[2],), dtypes=(x.dtype,), device=x.device)

@@ -134,7 +134,9 @@ def _check(q, k_cache, v_cache, block_table, rows, start, T, gate=None):
     check_tensor("rows", rows, ndim=1, dtypes=(torch.int64,), device=q.device)
     B = rows.shape[0]
     check_tensor("start", start, shape=(B,), dtypes=(torch.int64,), device=q.device)
-    if not isinstance(T, int) or T < 1 or N != B * T:
+    if not isinstance(T, int) or isinstance(T, bool) or T < 1:
+        raise ValueError(f"T must be an int >= 1 (queries per window), got {T!r}")
+    if N != B * T:
         raise ValueError(f"q must hold B*T = {B}*{T} tokens, got {N}")
     return N, nH, hd, PS, nKV
 

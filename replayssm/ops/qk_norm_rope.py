@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._validate import ACT_DTYPES, check_tensor
+from ._validate import ACT_DTYPES, check_eps, check_flags, check_tensor, values_checkable
 from .norms import rms_norm_reference
 
 
@@ -99,6 +99,7 @@ def qk_norm_rope(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor, sin: 
     """x: [N, heads, hd] (unit last stride; the other strides are free, e.g. the query half of a fused
     projection); weight: [hd] (zero-centred norm weight); cos, sin: [N, r] fp32 with r even, r <= hd.
     Returns a new contiguous [N, heads, hd] tensor in x's dtype. Mutates nothing."""
+    check_eps(eps)
     r = _check(x, weight, cos, sin)
     N, heads, hd = x.shape
     if not use_triton(impl, x):
@@ -119,13 +120,19 @@ def qk_norm_rope_kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index
     return y
 
 
-def qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: float, impl: str = "auto"):
+def qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: float, impl: str = "auto",
+                    validate: bool = True):  # fmt: skip
     """``qk_norm_rope`` of the queries and of the keys, and the write of the keys and values into the KV cache, in
     one launch (a decode or verify step of an attention layer). q [N, nH, hd], k, v [N, nKV, hd] (unit last
     stride, other strides free: views of a fused projection); wq, wk [hd]; cos, sin [N, r] fp32; k_cache,
     v_cache [slots, nKV, hd] (contiguous, the flattened pages of one layer); index [N] int64, the cache position of
     each token (distinct). Returns the queries, a new contiguous [N, nH, hd] tensor; writes the caches' rows
-    ``index``, nothing else."""
+    ``index``, nothing else. Shapes are always checked before anything is written; with ``validate`` (and not while
+    a CUDA graph is captured) the index values too (in range, distinct), which reads them back: a model's step,
+    whose index comes from ``KVCache.token_index``, turns that off."""
+    check_tensor("q", q, ndim=3, dtypes=ACT_DTYPES, contiguous=False)
+    check_flags(validate=validate)
+    check_eps(eps)
     N, nH, hd = q.shape
     for name, t in (("k", k), ("v", v)):
         check_tensor(name, t, ndim=3, dtypes=(q.dtype,), device=q.device, contiguous=False)
@@ -142,6 +149,12 @@ def qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: 
             raise ValueError(f"{name} must be [slots, {nKV}, {hd}], got {tuple(c.shape)}")
     check_tensor("index", index, shape=(N,), dtypes=(torch.int64,), device=q.device)
     r = _check(q, wq, cos, sin)
+    if validate and N and values_checkable(index):
+        rows = k_cache.shape[0]
+        if not bool(((index >= 0) & (index < rows)).all()):
+            raise ValueError(f"index holds positions outside [0, {rows}) (the cache's rows): {index.tolist()[:16]}")
+        if torch.unique(index).numel() != N:
+            raise ValueError("index must hold distinct cache positions (two tokens would write one row)")
     if not use_triton(impl, q):
         return qk_norm_rope_kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, eps=eps)
     y = torch.empty(N, nH, hd, dtype=q.dtype, device=q.device)

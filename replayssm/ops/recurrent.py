@@ -18,6 +18,7 @@ from ._gluon import gl, jit
 from ._pinned import _gating, _l2norm, _update, gating_reference, l2norm_reference, update_reference
 from ._validate import (
     check_cu_seqlens,
+    check_flags,
     check_gdn_inputs,
     check_out,
     check_scale,
@@ -81,7 +82,7 @@ def _gdn_recurrent_kernel(
 
 def _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, out, scale, validate):
     N, B, H, HV, K, V = check_gdn_inputs(q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens)
-    check_out(out, v)
+    check_out(out, v, q, k, a, b, state, snapshots)
     S = check_state("state", state, HV, V, K, q.device)
     scale = check_scale(scale, K)
     T_snap = None
@@ -154,6 +155,7 @@ def gdn_recurrent(
     host-side value checks of ``cu_seqlens`` and ``slots`` (skipped during CUDA-graph capture).
     Every argument is checked before anything is written.
     """
+    check_flags(update_state=update_state, validate=validate)
     N, B, H, HV, K, V, scale = _check(
         q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, out, scale, validate
     )

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._validate import ACT_DTYPES
+from ._validate import ACT_DTYPES, values_checkable
+from .shape import head_dim_error
 
 MARK_ROWS = 4  # rows per fold marker; equals _pinned.ROW_LANES (the rows of the smallest tile a kernel loads)
 
@@ -60,6 +61,16 @@ class RingCursors:
                 raise ValueError(f"RingCursors.{name} must be contiguous")
         if first.shape[0] < 1:
             raise ValueError("RingCursors need at least one slot")
+        if first.device.type != "meta" and values_checkable(first):  # (reads them back; not under graph capture)
+            limits = {"write_pos": self.L, "base": self.L - 1, "flush": 1, "pending": self.window}  # (epoch wraps)
+            for name, hi in limits.items():
+                t = getattr(self, name)
+                if bool(((t < 0) | (t > hi)).any()):
+                    raise ValueError(f"RingCursors.{name} must hold values in [0, {hi}] (L={self.L}, window="
+                                     f"{self.window}), got {t.tolist()[:16]}")  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"RingCursors(slots={self.num_slots}, L={self.L}, window={self.window}, device={self.device})"
 
     @property
     def num_slots(self) -> int:
@@ -151,11 +162,19 @@ class Ring:
                                  f"got {tuple(getattr(self, name).shape)}")  # fmt: skip
         if H < 1 or HV % H:
             raise ValueError(f"Ring: value heads HV={HV} must be a multiple of key heads H={H}")
+        for name, d in (("K", K), ("V", V)):
+            if err := head_dim_error(f"Ring: head dim {name}", d):
+                raise ValueError(err)
         dtypes = {"k": (torch.float32,), "v": ACT_DTYPES, "g": (torch.float32,), "beta": (torch.float32,),
                   "u": ACT_DTYPES, "folded": (torch.int32,)}  # fmt: skip
         for name, allowed in dtypes.items():
             if getattr(self, name).dtype not in allowed:
                 raise TypeError(f"Ring.{name} must have dtype in {allowed}, got {getattr(self, name).dtype}")
+
+    def __repr__(self) -> str:
+        S, H, L, K = self.k.shape
+        return (f"Ring(slots={S}, H={H}, HV={self.v.shape[1]}, K={K}, V={self.v.shape[3]}, L={L}, window="
+                f"{self.window}, dtype={self.v.dtype}, device={self.k.device})")  # fmt: skip
 
     @property
     def L(self) -> int:
@@ -271,6 +290,9 @@ class RingLayers:
         # Ring checks each layer's slice against the cursors and the others (shapes, dtypes, device, contiguity)
         object.__setattr__(self, "layers", tuple(Ring(*(getattr(self, x)[i] for x in kinds), self.cursors)
                                                  for i in range(n)))  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"RingLayers(layers={self.num_layers}, {repr(self.layers[0]).removeprefix('Ring(')}"
 
     @property
     def num_layers(self) -> int:

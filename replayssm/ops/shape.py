@@ -5,9 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def head_dim_error(name: str, d) -> str | None:
+    """Why ``d`` cannot be a GDN head dim (the kernels tile K and V in powers of two of at least 16), or None."""
+    if not isinstance(d, int) or isinstance(d, bool) or d < 16 or d & (d - 1):
+        return f"{name} must be a power of two >= 16 (the kernels' head dims), got {d!r}"
+    return None
+
+
 @dataclass(frozen=True)
 class GDNShape:
-    """``H`` key heads, ``HV`` value heads (a multiple of ``H``), key dim ``K``, value dim ``V``."""
+    """``H`` key heads, ``HV`` value heads (a multiple of ``H``), key dim ``K``, value dim ``V`` (powers of two
+    >= 16)."""
 
     H: int
     HV: int
@@ -17,8 +25,11 @@ class GDNShape:
     def __post_init__(self):
         for name in ("H", "HV", "K", "V"):
             val = getattr(self, name)
-            if not isinstance(val, int) or val < 1:
+            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
                 raise ValueError(f"GDNShape.{name} must be a positive int, got {val!r}")
+        for name in ("K", "V"):
+            if err := head_dim_error(f"GDNShape.{name}", getattr(self, name)):
+                raise ValueError(err)
         if self.HV % self.H:
             raise ValueError(f"GDNShape.HV={self.HV} must be a multiple of H={self.H}")
 

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._validate import check_slots, check_tensor, values_checkable
+from ._validate import check_flags, check_slots, check_tensor, values_checkable
 
 
 @triton.jit
@@ -49,6 +49,11 @@ def commit_snapshots(
     state: [NL, S, HV, V, K] fp32; snapshots: [NL, B_max, T, HV, V, K] fp32 (rows 0..B-1 used);
     slots: [B] int32 (-1 skipped); num_accepted: [B] int32 in [1, T]. Mutates ``state``.
     """
+    check_flags(validate=validate)
+    for name, t, want in (("state", state, "[NL, S, HV, V, K]"), ("snapshots", snapshots, "[NL, B_max, T, HV, V, K]")):
+        if isinstance(t, torch.Tensor) and t.dim() != len(want.split(",")):
+            raise ValueError(f"{name} must be a {want} tensor, every layer's at once (layers first, unlike "
+                             f"gdn_recurrent's), got shape {tuple(t.shape)}")  # fmt: skip
     check_tensor("state", state, ndim=5, dtypes=(torch.float32,))
     check_tensor("snapshots", snapshots, ndim=6, dtypes=(torch.float32,), device=state.device)
     NL, S = state.shape[:2]

@@ -20,9 +20,11 @@ import triton
 
 from . import launch, verify_launch
 from ._common import use_triton
+from ._gluon import check_interpretable
 from ._pinned import gating_reference, l2norm_reference, tile_layout
 from ._validate import (
     check_cu_seqlens,
+    check_flags,
     check_gdn_inputs,
     check_out,
     check_scale,
@@ -55,7 +57,7 @@ def check_ring_matches(ring, S, H, HV, K, V, device, dtype) -> None:
 
 def _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, out, scale, validate):
     N, B, H, HV, K, V = check_gdn_inputs(q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens)
-    check_out(out, v)
+    check_out(out, v, q, k, a, b, checkpoint)
     S = check_state("checkpoint", checkpoint, HV, V, K, q.device)
     check_ring_matches(ring, S, H, HV, K, V, q.device, k.dtype)
     scale = check_scale(scale, K)
@@ -156,6 +158,7 @@ def gdn_replay_verify(
     all layers have verified. Returns o: [N, HV, V] in v's dtype (written into ``out`` when given).
     Every argument is checked before anything is written.
     """
+    check_flags(validate=validate)
     N, B, H, HV, K, V, scale = _check(
         q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, out, scale, validate
     )
@@ -164,6 +167,7 @@ def gdn_replay_verify(
             q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, checkpoint=checkpoint, ring=ring, slots=slots,
             cu_seqlens=cu_seqlens, scale=scale, out=out,
         )  # fmt: skip
+    check_interpretable(v=v, ring_u=ring.u)
     o = torch.empty_like(v) if out is None else out
     if B == 0:
         return o

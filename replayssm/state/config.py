@@ -9,7 +9,7 @@ import torch
 from ..ops._common import IMPLS
 from ..ops._validate import ACT_DTYPES
 from ..ops.ring import ring_length_for
-from ..ops.shape import GDNShape
+from ..ops.shape import GDNShape, head_dim_error
 
 BACKENDS = ("replay", "recurrent")
 
@@ -18,8 +18,9 @@ BACKENDS = ("replay", "recurrent")
 class PoolConfig:
     """Geometry and policy of a ``GDNStatePool`` (all GDN layers of one model, one device).
 
-    ``window`` is T (last accepted token + drafts); ``ring_len`` L (replay backend only; a power of two
-    >= 2T; default ``ring_length_for(window)``, the smallest such length >= 16); ``max_batch`` bounds the
+    ``K`` and ``V`` are powers of two >= 16 (the kernels' head dims). ``window`` is T (last accepted token +
+    drafts); ``ring_len`` L (replay backend only; a power of two >= 2T; default ``ring_length_for(window)``, the
+    smallest such length >= 16); ``max_batch`` bounds the
     rows of one step (default ``num_slots``) and sizes the recurrent backend's snapshot scratch and both
     backends' conv scratch. ``conv_channels`` defaults to the q/k/v width (``GDNShape.conv_channels``).
     ``validate`` turns on the host-side checks of slot ids and the step protocol (they read slot ids back
@@ -51,6 +52,9 @@ class PoolConfig:
         for name in ("conv_channels", "max_batch"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name), "or None")
+        for name in ("K", "V"):
+            if err := head_dim_error(f"PoolConfig.{name}", getattr(self, name)):
+                raise ValueError(err)
         if self.HV % self.H:
             raise ValueError(f"PoolConfig.HV={self.HV} must be a multiple of H={self.H}")
         if self.conv_kernel < 2:

@@ -27,7 +27,13 @@ PAGE_SIZE = 64
 class KVCache:
     def __init__(self, num_layers: int, num_slots: int, max_len: int, num_kv_heads: int, head_dim: int, *, dtype,
                  device, page_size: int = PAGE_SIZE, num_pages: int | None = None):  # fmt: skip
-        if page_size < 1 or page_size & (page_size - 1):
+        sizes = dict(num_layers=num_layers, num_slots=num_slots, max_len=max_len, num_kv_heads=num_kv_heads,
+                     head_dim=head_dim, page_size=page_size)  # fmt: skip
+        for name, val in sizes.items():
+            _check_count(name, val, 1)
+        if num_pages is not None:
+            _check_count("num_pages", num_pages, 1)
+        if page_size & (page_size - 1):
             raise ValueError(f"page_size must be a power of two, got {page_size}")
         self.page_size, self.pages_per_slot = page_size, -(-max_len // page_size)
         self.dynamic = num_pages is not None
@@ -65,9 +71,16 @@ class KVCache:
 
     def reserve(self, slots: list[int], lengths: list[int]) -> None:
         """Make sure slot ``slots[i]`` has pages for ``lengths[i]`` tokens (host bookkeeping; new page ids are
-        written into the table in one copy). Raises before anything changes when they do not fit."""
+        written into the table in one copy). ``slots``: distinct ids in [0, num_slots) (no padding: a padding row
+        reads the sink and holds nothing); ``lengths``: as many ints in [0, max_len]. Raises before anything
+        changes when they are not, or do not fit."""
+        self._check_ids("slots", slots)
+        if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__len__") or len(lengths) != len(slots):
+            raise ValueError(f"lengths must list one length per slot ({len(slots)}), got {lengths!r:.80}")
+        for n in lengths:
+            _check_count("lengths", n, 0)
         if any(n > self.max_len for n in lengths):
-            raise ValueError(f"lengths {lengths} exceed max_len={self.max_len}")
+            raise ValueError(f"lengths {list(lengths)} exceed max_len={self.max_len}")
         if not self.dynamic:
             return
         need = [(s, self.pages_for(n) - len(self._pages[s])) for s, n in zip(slots, lengths)]
@@ -85,8 +98,19 @@ class KVCache:
         if cells:
             self.block_table.view(-1)[self._ids(cells)] = self._ids(pages, torch.int32)
 
+    def _check_ids(self, name: str, slots) -> None:
+        if isinstance(slots, (str, bytes)) or not hasattr(slots, "__len__"):
+            raise ValueError(f"{name} must be a list of slot ids, got {slots!r:.80}")
+        for s in slots:
+            if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < self.num_slots:
+                raise ValueError(f"{name} holds {s!r}: KV slot ids are ints in [0, {self.num_slots})")
+        if len(set(slots)) != len(slots):
+            raise ValueError(f"{name} names a slot twice: {list(slots)}")
+
     def release(self, slots: list[int]) -> None:
-        """Give the pages of ``slots`` back (dynamic); their table rows point at the sink again."""
+        """Give the pages of ``slots`` (distinct ids in [0, num_slots)) back (dynamic); their table rows point at
+        the sink again."""
+        self._check_ids("slots", slots)
         if not self.dynamic:
             return
         for s in slots:
@@ -104,6 +128,8 @@ class KVCache:
         return t.pin_memory().to(self.block_table.device, non_blocking=True)
 
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
+        """Advance the committed length of each live row by its accepted count, on the device (graph-capturable,
+        so unchecked: ``reserve`` checked the lengths before the step)."""
         rows = self.rows(slots)
         self.lens.index_add_(0, rows, torch.where(slots >= 0, num_accepted, 0).to(torch.int32))
         self.lens.narrow(0, self.num_slots, 1).zero_()  # the padding row; graph-safe (no host scalar copy)
@@ -176,9 +202,15 @@ class KVCache:
         it needs before anything is written."""
         self.check_parked(data, slots.shape[0])
         ids, lens = slots.tolist(), data["lens"].tolist()
+        self._check_ids("slots", ids)
         self.reserve(ids, lens)
         for i, (s, m) in enumerate(zip(ids, lens)):
             idx = self.token_index(torch.tensor([s], device=self.lens.device), torch.arange(m, device=self.lens.device))
             self.k.flatten(1, 2)[:, idx] = data["k"][:, i, :m].to(self.k.device)
             self.v.flatten(1, 2)[:, idx] = data["v"][:, i, :m].to(self.v.device)
         self.lens[slots.long()] = data["lens"].to(self.lens.device)
+
+
+def _check_count(name: str, val, least: int) -> None:
+    if not isinstance(val, int) or isinstance(val, bool) or val < least:
+        raise ValueError(f"{name} must be an int >= {least}, got {val!r}")

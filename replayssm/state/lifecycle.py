@@ -85,7 +85,8 @@ class SlotTracker:
         bad = [s for s in ids if not (-1 <= s < self.cfg.num_slots) or (s == -1 and not padding)]
         if bad:
             lo = -1 if padding else 0
-            raise SlotError(f"{name} holds ids {bad} outside [{lo}, {self.cfg.num_slots})")
+            why = " (-1 marks padding, which only a step's calls take: name live slots here)" if -1 in bad else ""
+            raise SlotError(f"{name} holds ids {bad} outside [{lo}, {self.cfg.num_slots}){why}")
         live = [s for s in ids if s >= 0]
         if len(set(live)) != len(live):
             raise SlotError(f"{name} holds slot ids {sorted({s for s in live if live.count(s) > 1})} more than once")

@@ -17,18 +17,35 @@ from .backend import GDNStateBackend
 from .transfer import ParkedSlots
 
 
+def _lockstep_fields(pool) -> dict:
+    """What must agree between lockstep pools so that a call one accepts, every one accepts (each checks everything
+    before it writes, so a refusal then leaves every pool as it was). Backend, ring length, ``u_dtype`` and ``impl``
+    may differ: they change how a pool keeps its state, not which calls it takes."""
+    cfg = pool.cfg
+    return dict(num_slots=cfg.num_slots, num_layers=cfg.num_layers, shape=cfg.shape, window=cfg.window,
+                dtype=cfg.dtype, conv_kernel=cfg.conv_kernel, channels=cfg.channels, max_batch=cfg.batch_rows,
+                validate=cfg.validate, device=pool.device)  # fmt: skip
+
+
 class LockstepPool:
     """A ``GDNStateBackend`` over several pools: ``primary`` answers, ``shadow`` mirrors every state change.
 
-    ``extra`` shadows (e.g. the experimental open-loop pool of the drift study) are fed the same way.
+    ``extra`` shadows (e.g. the experimental open-loop pool of the drift study) are fed the same way. The pools
+    must be distinct objects that accept the same calls (``_lockstep_fields``: slots, layers, head shape, window,
+    dtype, conv geometry, batch rows, validation, device); anything else is refused here, before any call.
     """
 
     def __init__(self, primary: GDNStateBackend, shadow: GDNStateBackend, *extra: GDNStateBackend):
-        a = primary.cfg
-        for other in (shadow, *extra):
-            b = other.cfg
-            if (a.num_layers, a.shape, a.window, a.num_slots) != (b.num_layers, b.shape, b.window, b.num_slots):
-                raise ValueError("lockstep pools must have the same layers, head shape, window and slots")
+        pools = (primary, shadow, *extra)
+        if len({id(p) for p in pools}) != len(pools):
+            raise ValueError("lockstep pools must be distinct pool objects (the same pool was passed twice)")
+        want = _lockstep_fields(primary)
+        for i, other in enumerate(pools[1:], 1):
+            got = _lockstep_fields(other)
+            diff = [f"{k} {want[k]!r} vs {got[k]!r}" for k in want if want[k] != got[k]]
+            if diff:
+                raise ValueError(f"lockstep pools must accept the same calls: pool {i} differs from the primary in "
+                                 + ", ".join(diff))  # fmt: skip
         self.primary, self.shadow, self.extra = primary, shadow, list(extra)
         self.cfg, self.device = primary.cfg, primary.device
 

@@ -38,6 +38,11 @@ from .transfer import ParkedSlots
 
 
 class GDNStatePool:
+    """Every GDN layer's state for ``cfg.num_slots`` slots (the module docstring; README, "State"). Device tensors:
+    ``checkpoint`` [layers, S, HV, V, K] fp32, ``conv_state`` [layers, S, W-1, C] and ``conv_scratch``, the replay
+    backend's ``ring_layers`` / ``rings`` and ``cursors``, the recurrent backend's ``snapshots``; ``cfg`` is the
+    ``PoolConfig`` it was built from."""
+
     def __init__(self, cfg: PoolConfig):
         self.cfg = cfg
         dev = torch.empty(0, device=cfg.device).device  # normalised: "cuda" -> "cuda:0"
@@ -275,6 +280,7 @@ class GDNStatePool:
         return gdn_exact_fold(self.checkpoint[layer], ring, slots, out=out, validate=False, impl=self.cfg.impl)
 
     def committed_conv_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
+        """[n, W-1, C] copy of the committed conv state of ``slots`` (no padding) in ``layer``."""
         layer = self._layer(layer)
         ids = self._ids(slots, padding=False)
         if self.cfg.validate:
@@ -315,4 +321,6 @@ class GDNStatePool:
         return transfer.fork(self, slots)
 
     def memory_report(self) -> dict[str, int]:
+        """Bytes held, by category: ``checkpoints``, ``rings`` (records, fold markers and cursors; replay),
+        ``speculative_scratch`` (the recurrent backend's snapshots), ``conv`` (state and scratch), ``total``."""
         return pool_memory_report(self)

@@ -48,6 +48,11 @@ class ParkedSlots:
     cursors: dict[str, torch.Tensor] | None
 
     def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """The construction checks, again (``restore`` runs them: the tensors and dicts of a ParkedSlots are mutable,
+        and parked slots changed after construction must not restore what the checks would refuse)."""
         cfg = self.config
         if not isinstance(cfg, PoolConfig):
             raise TypeError(f"ParkedSlots.config must be a PoolConfig, got {type(cfg).__name__}")
@@ -133,9 +138,11 @@ def offload(pool, slots: torch.Tensor) -> ParkedSlots:
 
 
 def check_restore(pool, parked: ParkedSlots) -> None:
-    """Everything ``restore`` checks before it allocates: the type, the layout, room in the pool."""
+    """Everything ``restore`` checks before it allocates: the type, the parked slots themselves (again), the layout,
+    room in the pool."""
     if not isinstance(parked, ParkedSlots):
         raise TypeError(f"parked must be a ParkedSlots, got {type(parked).__name__}")
+    parked.check()
     theirs, ours = _layout(parked.config), _layout(pool.cfg)
     differ = [f"{k}={theirs[k]} (this pool: {ours[k]})" for k in _LAYOUT if theirs[k] != ours[k]]
     if differ:

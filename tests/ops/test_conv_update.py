@@ -47,8 +47,11 @@ def test_split_outputs_are_the_channel_ranges():
         parts = causal_conv1d_update(x, state, weight, None, slots, cu, scratch, impl=impl, split=(8, 8, 8))
         assert all(p.is_contiguous() and p.shape == (4, 8) for p in parts)
         assert (torch.cat(parts, 1) - y).abs().max() < 1e-5
-    with pytest.raises(ValueError, match="split must be three positive widths"):
-        causal_conv1d_update(x, state, weight, None, slots, cu, scratch, split=(8, 8))
+    for bad in ((8, 8), (2.5, 13.5, 8), (8, True, 15), "888"):  # two widths; floats (sum and minimum right); ...
+        scratch.fill_(7.0)
+        with pytest.raises(ValueError, match="split must be three positive int widths"):
+            causal_conv1d_update(x, state, weight, None, slots, cu, scratch, split=bad)
+        assert bool((scratch == 7.0).all())  # refused before anything was written
 
 
 @pytest.mark.parametrize("impl", ["reference", "triton"])

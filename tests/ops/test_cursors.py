@@ -49,6 +49,11 @@ def test_commit_semantics():
 def test_mark_folded_and_reset(impl):
     c = _cursors(4, 16, 4, seed=1)
     before = c.clone()
+    with pytest.raises(ValueError, match=r"slots \[2\] have a verified window not committed yet"):
+        ring_mark_folded(c, torch.tensor([2, -1], dtype=torch.int32), impl=impl)  # it would drop that window
+    for name in ("write_pos", "base", "flush", "pending", "epoch"):
+        assert torch.equal(getattr(c, name), getattr(before, name))
+    c.pending[2] = 0  # committed
     ring_mark_folded(c, torch.tensor([2, -1], dtype=torch.int32), impl=impl)
     assert c.base[2] == (before.base[2] + before.write_pos[2]) % 16
     assert c.write_pos[2] == c.flush[2] == c.pending[2] == 0

@@ -112,12 +112,19 @@ def test_qk_norm_rope_kv_is_both_norms_and_the_cache_write(device, dtype):
         assert torch.equal(y, qk_norm_rope(q, wq, cos, sin, eps=1e-6, impl=impl)), impl
         assert torch.equal(kc, want_k) and torch.equal(vc, want_v), impl
     kc, vc = kc0.clone(), vc0.clone()
+    far, twice = index.clone(), index.clone()
+    far[-1], twice[-1] = slots, twice[0]  # past the cache's rows (wrote outside it); a row written twice
     for bad, match in (({"index": index.int()}, "index"), ({"v": v[:, :1]}, "heads"),
-                       ({"k_cache": kc[:, :1]}, "k_cache"), ({"wk": wk[:-1]}, "wk")):  # fmt: skip
-        kw = dict(q=q, k=k, v=v, wq=wq, wk=wk, cos=cos, sin=sin, k_cache=kc, v_cache=vc, index=index) | bad
-        with pytest.raises((ValueError, TypeError), match=match):
-            qk_norm_rope_kv(**kw, eps=1e-6)
-        assert torch.equal(kc, kc0) and torch.equal(vc, vc0)
+                       ({"k_cache": kc[:, :1]}, "k_cache"), ({"wk": wk[:-1]}, "wk"),
+                       ({"index": far}, r"outside \[0, 40\)"), ({"index": -far}, "outside"),
+                       ({"index": twice}, "distinct"), ({"q": q[0]}, "q must have 3 dimensions"),
+                       ({"eps": 0.0}, "eps must be a finite number > 0"),
+                       ({"validate": "no"}, "validate must be a bool")):  # fmt: skip
+        kw = dict(q=q, k=k, v=v, wq=wq, wk=wk, cos=cos, sin=sin, k_cache=kc, v_cache=vc, index=index, eps=1e-6) | bad
+        for impl in ("reference", "triton"):
+            with pytest.raises((ValueError, TypeError), match=match):
+                qk_norm_rope_kv(**kw, impl=impl)
+            assert torch.equal(kc, kc0) and torch.equal(vc, vc0)
 
 
 def test_bad_arguments_are_refused_before_anything_runs():
