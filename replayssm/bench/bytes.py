@@ -25,6 +25,7 @@ import torch
 
 from ..models.config import ModelConfig
 from ..models.layers import Experts
+from .floor import protocol_fold_rate
 
 
 @dataclass(frozen=True)
@@ -61,18 +62,12 @@ class ModelBytes:
         return 2.0 * tokens * (self.dense + self.moe_layers * self.top_k * self.expert) / self.act_bytes
 
 
-def fold_rate(T: int, L: int, mean_accepted: float, steps: int = 20000, seed: int = 0) -> float:
-    """Folds per step of one slot under the ring protocol (flush when write_pos + 2T > L) when every step
-    accepts floor(mean) or ceil(mean) tokens, mixed to the mean (``BenchmarkAcceptance``)."""
+def fold_rate_at_mean(T: int, L: int, mean_accepted: float, steps: int = 20000, seed: int = 0) -> float:
+    """``floor.protocol_fold_rate`` when every step accepts floor(mean) or ceil(mean) tokens, mixed to the mean
+    (``BenchmarkAcceptance``)."""
     rng = random.Random(seed)
     lo, frac = int(mean_accepted), mean_accepted - int(mean_accepted)
-    write_pos, flush, folds = 0, False, 0
-    for _ in range(steps):
-        n = min(T, lo + (rng.random() < frac))
-        folds += flush
-        write_pos = n if flush else write_pos + n
-        flush = write_pos + 2 * T > L
-    return folds / steps
+    return protocol_fold_rate(T, L, lambda: min(T, lo + (rng.random() < frac)), steps)
 
 
 @dataclass(frozen=True)
@@ -109,7 +104,7 @@ def step_bytes(mb: ModelBytes, mc: ModelConfig, mode: str, C: int, T: int, conte
     elif mode == "recurrent":
         per = (3 + T) * S
     else:
-        per = (1 + 2 * fold_rate(T, ring_len, mean_accepted)) * S
+        per = (1 + 2 * fold_rate_at_mean(T, ring_len, mean_accepted)) * S
     gdn = C * len(mc.gdn_layers) * per
     logits = 2 * N * mc.vocab_size * mb.act_bytes
     return StepBytes(mb.weights(N), kv, gdn, logits, mb.flops(N))

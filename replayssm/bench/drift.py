@@ -30,7 +30,7 @@ class DriftConfig:
     tokens: int = 16384
     every: int = 512
     window: int = 4
-    ring_len: int = 16
+    ring_len: int | None = None  # None: derived from the window (RunnerConfig.ring_len)
     repetition_window: int = 512
     cuda_graphs: bool = True
 

@@ -26,6 +26,7 @@ from ..engine.engine import Engine
 from ..engine.runner import ModelRunner, RunnerConfig
 from ..engine.spec import BenchmarkAcceptance
 from ..models.step import Step, StepKind
+from ..ops.ring import ring_length_for
 from .timing import capture, time_graph
 
 MODES = ("plain", "recurrent", "replay", "replay-mtp")
@@ -40,7 +41,7 @@ class E2EConfig:
     steps: int = 12
     window: int = 4
     mean_accepted: float = 3.0
-    ring_len: int = 16
+    ring_len: int | None = None  # None: derived from the window (RunnerConfig.ring_len)
     capacity_context: int = 1024
     capacity_budget_gib: float | None = None
     seed: int = 0
@@ -51,6 +52,11 @@ class E2EConfig:
     draft_head: str = "auto"  # replay-mtp: the drafter's LM head ("auto", "model", "fp8"; engine/draft_head.py)
     draft_vocab: int | None = None  # replay-mtp: draft only the N lowest token ids (None: the whole vocabulary)
     overlap: bool = True  # the engine launches each step before reading the previous one back
+
+    @property
+    def ring_length(self) -> int:
+        """The speculative modes' ring length L (``ring_len``, or derived from the window)."""
+        return ring_length_for(self.window) if self.ring_len is None else self.ring_len
 
 
 def _free():
@@ -215,7 +221,7 @@ def measure(model, mode, C, cfg, prompts, machine, **kw) -> dict:
     if failed is not None:  # freed only here: inside ``except`` the traceback still holds the failed runner
         _free()
         return failed
-    sb = step_bytes(machine["model_bytes"], model.config, mode, C, row["T"], row["context"], ring_len=cfg.ring_len,
+    sb = step_bytes(machine["model_bytes"], model.config, mode, C, row["T"], row["context"], ring_len=cfg.ring_length,
                     mean_accepted=1.0 if mode == "plain" else cfg.mean_accepted)  # fmt: skip
     row["bytes"] = sb.as_dict()
     row["byte_floor_ms"] = sb.total / machine["bandwidth"] * 1e3

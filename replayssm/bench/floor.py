@@ -10,21 +10,28 @@ from __future__ import annotations
 
 import random
 
+MODES = ("full", "random")
 
-def fold_rate(T: int, L: int, mode: str, steps: int = 20000, seed: int = 0) -> float:
-    """Folds per step of one slot under the ring protocol (docs/design.md, "the ring protocol") with full or
-    uniform acceptance."""
-    rng = random.Random(seed)
+
+def protocol_fold_rate(T: int, L: int, accepted, steps: int = 20000) -> float:
+    """Folds per step of one slot under the ring protocol (docs/design.md, "the ring protocol": a step that finds
+    ``flush`` set folds, and a commit sets it once ``write_pos + 2T > L``) when step i accepts ``accepted()``
+    tokens."""
     write_pos, flush, folds = 0, False, 0
     for _ in range(steps):
-        n = T if mode == "full" else rng.randint(1, T)
-        if flush:
-            folds += 1
-            write_pos = n
-        else:
-            write_pos += n
+        n = accepted()
+        folds += flush
+        write_pos = n if flush else write_pos + n
         flush = write_pos + 2 * T > L
     return folds / steps
+
+
+def fold_rate(T: int, L: int, mode: str, steps: int = 20000, seed: int = 0) -> float:
+    """``protocol_fold_rate`` with full (``mode="full"``: T every step) or uniform (``"random"``: 1..T) acceptance."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    rng = random.Random(seed)
+    return protocol_fold_rate(T, L, (lambda: T) if mode == "full" else (lambda: rng.randint(1, T)), steps)
 
 
 def floor_bytes(B: int, state_bytes: int, rate: float) -> float:

@@ -21,9 +21,10 @@ GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    """``window`` = T (last accepted token + drafts; 1 = plain decode only). ``ring_len``: the shortest ring the
-    replay backend may use; the pool's ring is ``ring_length_for(window, at_least=ring_len)``, the smallest power
-    of two >= 2 * window and >= ring_len. ``validate``: the pool's host-side protocol checks (turned off
+    """``window`` = T (last accepted token + drafts; 1 = plain decode only). ``ring_len``: the replay backend's ring
+    length L, a power of two >= 2 * window, taken as given (as ``PoolConfig.ring_len`` and the CLI's ``--ring``);
+    None (default) derives it, ``ring_length_for(window)``: 16, or the least power of two >= 2 * window (stored
+    resolved, so equal configs compare equal). ``validate``: the pool's host-side protocol checks (turned off
     automatically with CUDA graphs). ``shadow_backend``: a second pool fed the same inputs (``LockstepPool``),
     for bitwise checks. ``kv_tokens``: paged KV memory shared by all slots, in tokens (None: ``max_len`` for
     every slot); ``page_size``: a KV cache page, in tokens. ``device_drafter="mtp"``: draft inside the step with
@@ -34,9 +35,9 @@ class RunnerConfig:
 
     backend: str = "replay"
     max_slots: int = 16
-    max_len: int = 1024
+    max_len: int = 2048  # as LLM's
     window: int = 4
-    ring_len: int = 16
+    ring_len: int | None = None
     cuda_graphs: bool = True
     validate: bool = True
     shadow_backend: str | None = None
@@ -51,6 +52,8 @@ class RunnerConfig:
             ids = draft_ids(self.draft_vocab, sys.maxsize)  # the vocabulary bound is checked with the model
             object.__setattr__(self, "draft_vocab", tuple(ids.tolist()))
         draft_ids(self.draft_vocab, sys.maxsize)  # an int N: N >= 1
+        if self.ring_len is None and is_int(self.window) and self.window >= 1:
+            object.__setattr__(self, "ring_len", ring_length_for(int(self.window)))
         for name in ("max_slots", "max_len", "window", "ring_len", "page_size"):
             val = getattr(self, name)
             if not is_int(val) or val < 1:
@@ -62,6 +65,9 @@ class RunnerConfig:
             val = getattr(self, name)
             if val & (val - 1):
                 raise ValueError(f"{name}={val}: must be a power of two")
+        if self.ring_len < 2 * self.window:
+            raise ValueError(f"ring_len={self.ring_len}: must be >= 2 * window = {2 * self.window} (or None: derived "
+                             "from the window)")  # fmt: skip
         if self.kv_tokens is not None and (not is_int(self.kv_tokens) or self.kv_tokens < 1):
             raise ValueError(f"kv_tokens={self.kv_tokens!r}: must be a positive int or None")
         for name in ("backend", "shadow_backend"):
@@ -80,8 +86,8 @@ class RunnerConfig:
 
     @property
     def ring_length(self) -> int:
-        """The ring length L of the replay pool: a power of two >= 2 * window and >= ring_len."""
-        return ring_length_for(self.window, at_least=self.ring_len)
+        """The ring length L of the replay pool (``ring_len``, resolved)."""
+        return self.ring_len
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,12 @@ class Request:
 
 
 class Engine:
-    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "ngram", "none",
-    "mtp" (the runner's device drafter: ``RunnerConfig(device_drafter="mtp")``), "auto" (the runner's device
-    drafter if it has one, else n-gram), or a host drafter (``engine.drafter.HostDrafter``). ``overlap``: launch
-    each step of an unchanged batch before reading the previous one back, where the next window needs nothing
-    from the host (no host drafter, greedy or the benchmark's acceptance; ``self.overlap`` says whether it
-    applies; docs/engine.md).
+    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "auto" (default, as
+    ``LLM``'s: the runner's device drafter if it has one, else n-gram), "ngram", "none", "mtp" (the runner's device
+    drafter: ``RunnerConfig(device_drafter="mtp")``), or a host drafter (``engine.drafter.HostDrafter``).
+    ``overlap``: launch each step of an unchanged batch before reading the previous one back, where the next
+    window needs nothing from the host (no host drafter, greedy or the benchmark's acceptance; ``self.overlap``
+    says whether it applies; docs/engine.md).
 
     Failures: a request whose prefill fails is given up (``error`` set, its slot freed); a batch step that fails
     is aborted (no request moves; requests whose state it destroyed, a recurrent backend's in-place decode
@@ -55,7 +55,7 @@ class Engine:
     engine's requests hold. The engine stays usable after any of them, and ``step`` raises instead of idling
     when no request can make progress."""
 
-    def __init__(self, runner: ModelRunner, *, drafter="ngram", temperature: float = 0.0, seed: int = 0,
+    def __init__(self, runner: ModelRunner, *, drafter="auto", temperature: float = 0.0, seed: int = 0,
                  eos_token_id: int | Sequence[int] | None = None,
                  benchmark_acceptance: BenchmarkAcceptance | None = None, overlap: bool = True):  # fmt: skip
         if isinstance(drafter, str) and drafter not in ("ngram", "none", "mtp", "auto"):

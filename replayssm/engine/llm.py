@@ -51,9 +51,14 @@ class LLM:
     host once per request per step with the prompt + generated tokens; up to k = window - 1 tokens);
     ``self.drafter`` says which one runs (the name, or your object). ``device``/``dtype`` default to CUDA/bf16
     when a GPU is present, else CPU/fp32.
+    ``ring_len``: the replay backend's ring length L, a power of two >= 2 * window (None: 16, or the least power of
+    two >= 2 * window; ``RunnerConfig.ring_len``).
     ``max_slots`` bounds concurrent requests, ``max_len`` their length (at most the model's
     ``max_position_embeddings``; KV memory for it is allocated up front). ``shadow_backend``: run a second
-    GDN state pool of that backend in lockstep (``runner.states_equal``). ``draft_vocab``: the tokens the MTP
+    GDN state pool of that backend in lockstep (``state.lockstep.LockstepPool``): ``generate`` then runs its steps
+    one after the other and compares the two pools' committed states (``runner.states_equal``) after every step,
+    raising ``RuntimeError`` at the first difference; ``self.lockstep_checks`` counts the steps the last
+    ``generate`` checked. ``draft_vocab``: the tokens the MTP
     drafter may propose, None (all), an int N (the N lowest ids) or a sequence of token ids (engine/draft_head.py;
     the output stays exact, only acceptance can change). ``load_progress(nbytes)`` is called
     as each weight file of a model folder has been read.
@@ -62,7 +67,7 @@ class LLM:
     def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", window: int = 4,
                  drafter: str | HostDrafter = "auto", device=None, dtype=None, max_slots: int = 16,
                  max_len: int = 2048,
-                 ring_len: int = 16, cuda_graphs: bool = True, shadow_backend: str | None = None,
+                 ring_len: int | None = None, cuda_graphs: bool = True, shadow_backend: str | None = None,
                  draft_vocab=None, load_progress=None):  # fmt: skip
         custom = not isinstance(drafter, str)
         if custom and not isinstance(drafter, HostDrafter):
@@ -111,6 +116,7 @@ class LLM:
                                           shadow_backend=shadow_backend, draft_vocab=draft_vocab,
                                           device_drafter="mtp" if drafter == "mtp" else None)  # fmt: skip
         self.runner = ModelRunner(self.model, self.runner_config)
+        self.lockstep_checks = 0
 
     def encode(self, text: str) -> list[int]:
         if self.tokenizer is None:
@@ -175,10 +181,24 @@ class LLM:
         if arrivals is not None and (not isinstance(arrivals, (list, tuple)) or len(arrivals) != len(ids)):
             raise ValueError(f"arrivals must list one engine iteration per prompt ({len(ids)}), got {arrivals!r:.80}")
         eng = self.engine(temperature=temperature, seed=seed, ignore_eos=ignore_eos)
+        lockstep = self.runner_config.shadow_backend is not None
+        if lockstep:  # every step committed before the next starts, so that the two pools can be compared
+            eng.overlap = False
+        self.lockstep_checks = 0
         try:
             for i, p in enumerate(ids):
                 eng.add(p, max_new_tokens, arrival=arrivals[i] if arrivals else 0)
-            reqs = eng.run()
+            if not lockstep:
+                reqs = eng.run()
+            else:
+                while eng.step():
+                    held = [r.slot for r in eng.requests if r.slot is not None]
+                    if held and not self.runner.states_equal(held):
+                        raise RuntimeError(f"lockstep check failed at engine iteration {eng.iteration}: the "
+                                           f"{self.runner_config.backend} and {self.runner_config.shadow_backend} "
+                                           f"pools' committed states differ (slots {held})")  # fmt: skip
+                    self.lockstep_checks += 1
+                reqs = eng.requests
         except BaseException:
             eng.release()
             raise

@@ -268,7 +268,7 @@ class ModelRunner:
 
         tokens [B, T] long (CPU): each row's window, last emitted token first; num_drafts[i]: how many of row
         i's T-1 drafts are real (the rest is padding, never accepted). With ``device_drafts`` the runner's device
-        drafter writes the T = window - 1 drafts inside the step (same graph): tokens is [B, 1], the last emitted
+        drafter writes the window - 1 (T - 1) drafts inside the step (same graph): tokens is [B, 1], the last emitted
         tokens, and num_drafts is None. ``Sampling`` reads ``uniforms`` [B, 2T] (fp32, from the caller's seeded
         generator) and ``temperature``; ``Prescribed`` reads ``prescribed``. Returns (num_accepted, tokens
         produced) per row; nothing else comes back from the device. ``launch`` + ``finish`` are the same step in
@@ -378,6 +378,7 @@ class ModelRunner:
         return self.pool.states_equal(self._slots(slots))
 
     def memory_report(self) -> dict[str, int]:
+        """The GDN state pool's bytes (``GDNStatePool.memory_report``; the KV cache is ``self.kv.nbytes``)."""
         return self.pool.memory_report()
 
     def kv_len(self, slot: int) -> int:

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from replayssm.bench.bytes import ModelBytes, fold_rate, step_bytes
+from replayssm.bench.bytes import ModelBytes, fold_rate_at_mean, step_bytes
 from replayssm.bench.e2e_report import compare, peak_summary, plot, tables
-from replayssm.bench.floor import fold_rate as protocol_fold_rate
+from replayssm.bench.floor import fold_rate
 from replayssm.bench.synthetic import preset_config
 from replayssm.models.model import HybridLM
 
@@ -49,8 +49,12 @@ def test_byte_bound_of_the_issue():
 
 
 def test_fold_rate_follows_the_protocol():
-    assert fold_rate(4, 16, 4.0) == pytest.approx(protocol_fold_rate(4, 16, "full"))
-    assert fold_rate(4, 16, 1.0) < fold_rate(4, 16, 2.5) < fold_rate(4, 16, 3.0) == pytest.approx(1 / 3, abs=1e-3)
+    assert fold_rate_at_mean(4, 16, 4.0) == pytest.approx(fold_rate(4, 16, "full"))
+    assert fold_rate_at_mean(4, 16, 1.0) < fold_rate_at_mean(4, 16, 2.5) < fold_rate_at_mean(4, 16, 3.0)
+    for L, T, n in ((16, 4, 3), (16, 4, 4), (16, 4, 2), (32, 4, 3), (16, 1, 1)):  # docs/design.md, "the memory floor"
+        assert fold_rate_at_mean(T, L, float(n)) == pytest.approx(1 / ((L - 2 * T) // n + 1), abs=1e-3)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        fold_rate(4, 16, "uniform")
 
 
 def _row(mode, C, tps, floor):
