@@ -1,6 +1,7 @@
 """The README and docs/ as a stranger uses them: the API snippet runs as written, every command they list
 parses, the two commands at the top stay two (the second is exactly what CI runs), no link leaves the repo."""
 
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -24,6 +25,18 @@ def test_api_snippet_runs_as_written(monkeypatch, capsys):
     exec(compile(snippet, "README.md", "exec"), {})
     text, stats = capsys.readouterr().out.rsplit("\n", 2)[:2]
     assert text.strip() and re.fullmatch(r"32 tokens in \d+ steps, mean accepted \d\.\d\d of 4", stats), stats
+
+
+@pytest.mark.parametrize("impl", ["", "triton"])
+def test_the_state_pool_example_runs_as_written(impl, monkeypatch, capsys):
+    """docs/state.md's pool on its own: lockstep replay and recurrent pools, six steps, bitwise after each (its own
+    asserts), then the memory report; with the references and with the interpreted kernels."""
+    (snippet,) = _blocks(DOCS["state.md"], "python")
+    monkeypatch.setenv("REPLAYSSM_IMPL", impl)
+    exec(compile(snippet, "docs/state.md", "exec"), {})
+    report = ast.literal_eval(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(report) == {"checkpoints", "rings", "speculative_scratch", "conv", "total"}
+    assert report["total"] == sum(v for k, v in report.items() if k != "total") > 0
 
 
 def test_two_commands_at_the_top_and_ci_runs_the_second():
