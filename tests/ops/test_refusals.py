@@ -20,6 +20,13 @@ from tests.helpers.inputs import make_gdn_inputs, random_state, slot_tensor
 H, HV, K, V, T, L, S = 1, 2, 16, 16, 2, 8, 2
 
 
+def _verify(x, state, ring, impl):
+    """The verify of slot 0's window of inputs ``x``."""
+    args = [x[n] for n in "qkvab"]
+    kw = dict(A_log=x["A_log"], dt_bias=x["dt_bias"], cu_seqlens=x["cu_seqlens"], impl=impl)
+    return gdn_replay_verify(*args, checkpoint=state, ring=ring, slots=slot_tensor([0]), **kw)
+
+
 def _verified(impl):
     """A ring whose slot 0 has a verified window not committed yet (its history holds one committed step)."""
     ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=torch.float32)
@@ -27,20 +34,7 @@ def _verified(impl):
     g = torch.Generator().manual_seed(4)
     for n in (2, None):
         x = make_gdn_inputs([T], H, HV, K, V, gen=g)
-        gdn_replay_verify(
-            x["q"],
-            x["k"],
-            x["v"],
-            x["a"],
-            x["b"],
-            A_log=x["A_log"],
-            dt_bias=x["dt_bias"],
-            checkpoint=state,
-            ring=ring,
-            slots=slot_tensor([0]),
-            cu_seqlens=x["cu_seqlens"],
-            impl=impl,
-        )
+        _verify(x, state, ring, impl)
         if n is not None:
             ring_commit(ring, slot_tensor([0]), slot_tensor([n]), impl=impl)
     return ring, state
@@ -153,18 +147,5 @@ def test_bf16_in_the_interpreter_is_refused_with_a_reason():
     x = make_gdn_inputs([T], H, HV, K, V, dtype=torch.bfloat16)
     state = random_state(S, HV, V, K)
     with pytest.raises(TypeError, match="v is bfloat16, which this kernel cannot take in Triton's CPU interpreter"):
-        gdn_replay_verify(
-            x["q"],
-            x["k"],
-            x["v"],
-            x["a"],
-            x["b"],
-            A_log=x["A_log"],
-            dt_bias=x["dt_bias"],
-            checkpoint=state,
-            ring=ring,
-            slots=slot_tensor([0]),
-            cu_seqlens=x["cu_seqlens"],
-            impl="triton",
-        )
+        _verify(x, state, ring, "triton")
     assert bool(ring.cursors.pending.eq(0).all())
