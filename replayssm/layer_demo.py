@@ -24,7 +24,7 @@ class LayerDemoConfig:
     K: int = 32
     V: int = 32
     window: int = 4
-    ring_len: int = 16
+    ring_len: int | None = None  # L: a power of two >= 2 * window, or None (ring_length_for(window), as a pool)
     seed: int = 0
 
 
@@ -50,7 +50,7 @@ def run_layer_demo(cfg: LayerDemoConfig, device: torch.device, dtype: torch.dtyp
     A_log, dt_bias = rand(HV, scale=0.5) - 1.0, rand(HV, scale=0.5)
     state = rand(B, HV, V, K, scale=0.1)  # the baseline's pool (one slot per request)
     checkpoint = state.clone()
-    L = ring_length_for(T, at_least=cfg.ring_len)  # the ring a pool would use for this window
+    L = ring_length_for(T) if cfg.ring_len is None else cfg.ring_len  # (Ring.allocate refuses L < 2T)
     ring = Ring.allocate(B, H, HV, K, V, L=L, window=T, dtype=dtype, device=device)
     snapshots = torch.empty(B, T, HV, V, K, device=device)
     slots = torch.randperm(B, generator=g).to(torch.int32).to(device)  # rows map to scrambled slots

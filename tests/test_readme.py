@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from replayssm.cli import build_parser
+from replayssm.ops._gluon import INTERPRET
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -27,7 +28,9 @@ def test_api_snippet_runs_as_written(monkeypatch, capsys):
     assert text.strip() and re.fullmatch(r"32 tokens in \d+ steps, mean accepted \d\.\d\d of 4", stats), stats
 
 
-@pytest.mark.parametrize("impl", ["", "triton"])
+@pytest.mark.parametrize(
+    "impl", ["", pytest.param("triton", marks=pytest.mark.skipif(not INTERPRET, reason="CPU tensors: interpreter"))]
+)
 def test_the_state_pool_example_runs_as_written(impl, monkeypatch, capsys):
     """docs/state.md's pool on its own: lockstep replay and recurrent pools, six steps, bitwise after each (its own
     asserts), then the memory report; with the references and with the interpreted kernels."""

@@ -43,8 +43,9 @@ class Request:
 
 class Engine:
     """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "auto" (default, as
-    ``LLM``'s: the runner's device drafter if it has one, else n-gram), "ngram", "none", "mtp" (the runner's device
-    drafter: ``RunnerConfig(device_drafter="mtp")``), or a host drafter (``engine.drafter.HostDrafter``).
+    ``LLM``'s: the runner's device drafter if it has one, else n-gram; none at window 1), "ngram", "none", "mtp"
+    (the runner's device drafter: ``RunnerConfig(device_drafter="mtp")``), or a host drafter
+    (``engine.drafter.HostDrafter``).
     ``overlap``: launch each step of an unchanged batch before reading the previous one back, where the next
     window needs nothing from the host (no host drafter, greedy or the benchmark's acceptance; ``self.overlap``
     says whether it applies; docs/engine.md).
@@ -80,8 +81,8 @@ class Engine:
                 raise ValueError("eos_token_id: an empty sequence (pass None for no end token)")
             runner.check_token_ids(list(eos), "eos_token_id")
             eos = frozenset(int(t) for t in eos)
-        if drafter == "auto":
-            drafter = "mtp" if runner.drafter is not None else "ngram"
+        if drafter == "auto":  # as LLM's: plain decoding at window 1
+            drafter = "mtp" if runner.drafter is not None else ("ngram" if runner.cfg.window > 1 else "none")
         window = runner.cfg.window if drafter != "none" else 1
         if benchmark_acceptance is not None and benchmark_acceptance.window != window:
             raise ValueError(f"benchmark_acceptance was built for windows of {benchmark_acceptance.window} tokens; "
@@ -98,6 +99,9 @@ class Engine:
         self.overlap = overlap and (self.bench is not None or (self.drafter is None and temperature <= 0))
         self.requests: list[Request] = []
         self.iteration = 0
+        # called with the slots of every step once it is committed, when no other step is in flight and before any
+        # of its slots is freed (``LLM``'s lockstep check); an exception it raises propagates from ``step``
+        self.on_commit = None
         self._steps: list[tuple[PendingStep, list[Request]]] = []  # launched, not emitted (oldest first, at most 2)
         self._held: list[int] = []  # slots of finished requests that a step in flight still runs: freed after it
 
@@ -240,6 +244,8 @@ class Engine:
         p, batch = self._steps[0]
         counts, produced = self.runner.finish(p)
         self._steps.pop(0)
+        if self.on_commit is not None and not self._steps:  # committed, nothing else in flight, no slot freed yet
+            self.on_commit([r.slot for r in batch if r.slot is not None])
         for r, n, new in zip(batch, counts, produced):
             if r.done:  # finished (EOS) in the step before; this one ran on for it
                 continue

@@ -57,8 +57,8 @@ class LLM:
     ``max_position_embeddings``; KV memory for it is allocated up front). ``shadow_backend``: run a second
     GDN state pool of that backend in lockstep (``state.lockstep.LockstepPool``): ``generate`` then runs its steps
     one after the other and compares the two pools' committed states (``runner.states_equal``) after every step,
-    raising ``RuntimeError`` at the first difference; ``self.lockstep_checks`` counts the steps the last
-    ``generate`` checked. ``draft_vocab``: the tokens the MTP
+    raising ``RuntimeError`` at the first difference; ``self.lockstep_checks`` counts the comparisons the last
+    ``generate`` made (one per step, the step that ends a request included). ``draft_vocab``: the tokens the MTP
     drafter may propose, None (all), an int N (the N lowest ids) or a sequence of token ids (engine/draft_head.py;
     the output stays exact, only acceptance can change). ``load_progress(nbytes)`` is called
     as each weight file of a model folder has been read.
@@ -181,29 +181,30 @@ class LLM:
         if arrivals is not None and (not isinstance(arrivals, (list, tuple)) or len(arrivals) != len(ids)):
             raise ValueError(f"arrivals must list one engine iteration per prompt ({len(ids)}), got {arrivals!r:.80}")
         eng = self.engine(temperature=temperature, seed=seed, ignore_eos=ignore_eos)
-        lockstep = self.runner_config.shadow_backend is not None
-        if lockstep:  # every step committed before the next starts, so that the two pools can be compared
-            eng.overlap = False
         self.lockstep_checks = 0
+        if self.runner_config.shadow_backend is not None:
+            eng.overlap = False  # every step committed before the next starts: the two pools can be compared
+            eng.on_commit = lambda slots: self._check_lockstep(eng, slots)
         try:
             for i, p in enumerate(ids):
                 eng.add(p, max_new_tokens, arrival=arrivals[i] if arrivals else 0)
-            if not lockstep:
-                reqs = eng.run()
-            else:
-                while eng.step():
-                    held = [r.slot for r in eng.requests if r.slot is not None]
-                    if held and not self.runner.states_equal(held):
-                        raise RuntimeError(f"lockstep check failed at engine iteration {eng.iteration}: the "
-                                           f"{self.runner_config.backend} and {self.runner_config.shadow_backend} "
-                                           f"pools' committed states differ (slots {held})")  # fmt: skip
-                    self.lockstep_checks += 1
-                reqs = eng.requests
+            reqs = eng.run()
         except BaseException:
             eng.release()
             raise
         return [Output(r.generated, self.decode(r.generated) if self.tokenizer else None, r.steps, r.accepted)
                 for r in reqs]  # fmt: skip
+
+    def _check_lockstep(self, eng: Engine, slots: list[int]) -> None:
+        """After each committed step, before it frees any slot: both pools' committed states of ``slots`` bitwise
+        equal, every layer."""
+        if not slots:
+            return
+        if not self.runner.states_equal(slots):
+            cfg = self.runner_config
+            raise RuntimeError(f"lockstep check failed at engine iteration {eng.iteration}: the {cfg.backend} and "
+                               f"{cfg.shadow_backend} pools' committed states differ (slots {slots})")  # fmt: skip
+        self.lockstep_checks += 1
 
 
 class DraftVocabError(ValueError):

@@ -86,6 +86,7 @@ class ModelRunner:
         """Give ``slot`` back: its GDN state slot and its KV cache pages (it must have no step in flight)."""
         if not is_int(slot):
             raise TypeError(f"slot must be an int, got {slot!r}")
+        slot = int(slot)  # a NumPy integer: every part below takes Python ints
         if slot not in self._live:
             raise ValueError(f"slot {slot!r} is not allocated")
         self._check_idle([slot])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ops.ring import MARK_ROWS, ring_length_for
+from ..ops.ring import MARK_ROWS, check_ring_geometry, ring_length_for
 from ..ops.shape import GDNShape
 from .config import ModelConfig
 
@@ -10,14 +10,14 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 CURSOR_BYTES = 5 * 4  # a replay slot's ring cursors: write_pos, base, flush, pending, epoch (int32 each)
 
 
-def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L: int = 16, act_bytes: int = 2,
+def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L: int | None = None, act_bytes: int = 2,
                 u_bytes: int | None = None, budget_bytes: int | None = None, context: int = 0) -> dict:  # fmt: skip
     """Per-request bytes of both backends for one GPU of a TP group, and how many requests fit.
 
     ``context`` > 0 adds the full-attention KV cache of that many tokens per request (K and V,
     activation dtype). Scratch that scales with running requests (snapshots, conv scratch) is
-    counted per request, since every running request needs it at the same time. The ring is as long as
-    a pool makes it: ``ring_length_for(T, at_least=L)``.
+    counted per request, since every running request needs it at the same time. ``L``: the ring length, taken as
+    given (a power of two >= 2T, as ``PoolConfig.ring_len``); None derives it, ``ring_length_for(T)``.
 
     ``scratch_per_request``: what each backend keeps beyond the checkpoint and conv state -- the recurrent
     backend's per-token state snapshots of a verify window (none at T=1: plain decoding updates the state in
@@ -30,7 +30,9 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
         if heads % tp:
             raise ValueError(f"tp={tp} does not divide {field}={heads}")
     u_bytes = act_bytes if u_bytes is None else u_bytes
-    L = ring_length_for(T, at_least=L)
+    if L is None:
+        L = ring_length_for(T)
+    check_ring_geometry(L, T)
     shape = GDNShape(cfg.H // tp, cfg.HV // tp, cfg.K, cfg.V)  # one GPU's share of the heads
     H, HV, K, V, W = shape.H, shape.HV, shape.K, shape.V, cfg.conv_kernel
     C = shape.conv_channels

@@ -134,9 +134,20 @@ def check_out(out, v: torch.Tensor, *inputs: torch.Tensor) -> None:
     ``inputs`` (the kernels and the references would read what they already wrote, differently)."""
     if out is not None:
         check_tensor("out", out, shape=tuple(v.shape), dtypes=(v.dtype,), device=v.device)
-        mine = out.untyped_storage().data_ptr()
-        if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == mine for t in (v, *inputs)):
-            raise ValueError("out must not share memory with the op's inputs (q, k, v, a, b, the state)")
+        mine = _span(out)
+        for t in (v, *inputs):
+            theirs = _span(t) if isinstance(t, torch.Tensor) else None
+            if mine and theirs and mine[0] < theirs[1] and theirs[0] < mine[1]:
+                raise ValueError("out must not overlap the op's inputs in memory (q, k, v, a, b, the state, the "
+                                 "ring)")  # fmt: skip
+
+
+def _span(t: torch.Tensor) -> tuple[int, int] | None:
+    """The bytes [first, last + 1) a tensor's elements lie in (None when it has none)."""
+    if t.numel() == 0:
+        return None
+    lo = t.data_ptr()
+    return lo, lo + (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
 def check_scale(scale, K: int) -> float:

@@ -126,9 +126,10 @@ def qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: 
     one launch (a decode or verify step of an attention layer). q [N, nH, hd], k, v [N, nKV, hd] (unit last
     stride, other strides free: views of a fused projection); wq, wk [hd]; cos, sin [N, r] fp32; k_cache,
     v_cache [slots, nKV, hd] (contiguous, the flattened pages of one layer); index [N] int64, the cache position of
-    each token (distinct). Returns the queries, a new contiguous [N, nH, hd] tensor; writes the caches' rows
+    each token (distinct, but for a padded batch's padding rows, which all write the sink page: any of them may
+    win there). Returns the queries, a new contiguous [N, nH, hd] tensor; writes the caches' rows
     ``index``, nothing else. Shapes are always checked before anything is written; with ``validate`` (and not while
-    a CUDA graph is captured) the index values too (in range, distinct), which reads them back: a model's step,
+    a CUDA graph is captured) the index values too (in range), which reads them back: a model's step,
     whose index comes from ``KVCache.token_index``, turns that off."""
     check_tensor("q", q, ndim=3, dtypes=ACT_DTYPES, contiguous=False)
     check_flags(validate=validate)
@@ -153,8 +154,6 @@ def qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: 
         rows = k_cache.shape[0]
         if not bool(((index >= 0) & (index < rows)).all()):
             raise ValueError(f"index holds positions outside [0, {rows}) (the cache's rows): {index.tolist()[:16]}")
-        if torch.unique(index).numel() != N:
-            raise ValueError("index must hold distinct cache positions (two tokens would write one row)")
     if not use_triton(impl, q):
         return qk_norm_rope_kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, eps=eps)
     y = torch.empty(N, nH, hd, dtype=q.dtype, device=q.device)

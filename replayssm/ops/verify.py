@@ -57,7 +57,7 @@ def check_ring_matches(ring, S, H, HV, K, V, device, dtype) -> None:
 
 def _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, out, scale, validate):
     N, B, H, HV, K, V = check_gdn_inputs(q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens)
-    check_out(out, v, q, k, a, b, checkpoint)
+    check_out(out, v, q, k, a, b, checkpoint, *((ring.v, ring.u) if isinstance(ring, Ring) else ()))
     S = check_state("checkpoint", checkpoint, HV, V, K, q.device)
     check_ring_matches(ring, S, H, HV, K, V, q.device, k.dtype)
     scale = check_scale(scale, K)

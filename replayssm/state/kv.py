@@ -16,6 +16,8 @@ pages shared by all slots and follows the tokens actually held; the host reserve
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from ..ops.paged_attention import paged_attention
@@ -74,11 +76,10 @@ class KVCache:
         written into the table in one copy). ``slots``: distinct ids in [0, num_slots) (no padding: a padding row
         reads the sink and holds nothing); ``lengths``: as many ints in [0, max_len]. Raises before anything
         changes when they are not, or do not fit."""
-        self._check_ids("slots", slots)
+        slots = self._check_ids("slots", slots)
         if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__len__") or len(lengths) != len(slots):
             raise ValueError(f"lengths must list one length per slot ({len(slots)}), got {lengths!r:.80}")
-        for n in lengths:
-            _check_count("lengths", n, 0)
+        lengths = [_check_count("lengths", n, 0) for n in lengths]
         if any(n > self.max_len for n in lengths):
             raise ValueError(f"lengths {list(lengths)} exceed max_len={self.max_len}")
         if not self.dynamic:
@@ -98,19 +99,22 @@ class KVCache:
         if cells:
             self.block_table.view(-1)[self._ids(cells)] = self._ids(pages, torch.int32)
 
-    def _check_ids(self, name: str, slots) -> None:
+    def _check_ids(self, name: str, slots) -> list[int]:
+        """``slots`` as Python ints (NumPy integers taken as the ints they are): distinct ids in [0, num_slots)."""
         if isinstance(slots, (str, bytes)) or not hasattr(slots, "__len__"):
             raise ValueError(f"{name} must be a list of slot ids, got {slots!r:.80}")
         for s in slots:
-            if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < self.num_slots:
+            if not isinstance(s, numbers.Integral) or isinstance(s, bool) or not 0 <= s < self.num_slots:
                 raise ValueError(f"{name} holds {s!r}: KV slot ids are ints in [0, {self.num_slots})")
-        if len(set(slots)) != len(slots):
-            raise ValueError(f"{name} names a slot twice: {list(slots)}")
+        ids = [int(s) for s in slots]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{name} names a slot twice: {ids}")
+        return ids
 
     def release(self, slots: list[int]) -> None:
         """Give the pages of ``slots`` (distinct ids in [0, num_slots)) back (dynamic); their table rows point at
         the sink again."""
-        self._check_ids("slots", slots)
+        slots = self._check_ids("slots", slots)
         if not self.dynamic:
             return
         for s in slots:
@@ -211,6 +215,7 @@ class KVCache:
         self.lens[slots.long()] = data["lens"].to(self.lens.device)
 
 
-def _check_count(name: str, val, least: int) -> None:
-    if not isinstance(val, int) or isinstance(val, bool) or val < least:
+def _check_count(name: str, val, least: int) -> int:
+    if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < least:
         raise ValueError(f"{name} must be an int >= {least}, got {val!r}")
+    return int(val)

@@ -193,4 +193,7 @@ def test_the_api_checks_types_and_ranges_before_it_acts():
     with pytest.raises(ValueError, match="already hold tokens; prefill takes fresh slots"):
         runner.prefill(slot, [5, 6, 7])
     assert runner.kv_len(slot) == 3
+    free = runner.pool.num_free
+    runner.free(np.int64(slot))  # a review found the GDN slot freed, then the KV release refusing the NumPy int
+    assert runner.pool.num_free == free + 1 and runner.alloc() == slot  # wholly free again: handed out anew
     runner.free(slot)

@@ -89,25 +89,30 @@ def test_flags_must_be_bools():
 
 def test_out_may_not_alias_an_input():
     """Finding 11: with ``out`` aliasing ``v`` the reference zeroed it before reading v (outputs unlike the
-    kernel's)."""
+    kernel's). Refused when the bytes overlap; an ``out`` elsewhere in the same buffer, or an empty batch's, is
+    fine (a review found a storage-identity check refusing both)."""
     x = make_gdn_inputs([T, 1], H, HV, K, V)
     state = random_state(S, HV, V, K)
+    ws = torch.empty(2, *x["v"].shape)  # one workspace: v in its first half, out in the second
+    ws[0] = x["v"]
+    kw = dict(A_log=x["A_log"], dt_bias=x["dt_bias"], slots=slot_tensor([0, 1]), cu_seqlens=x["cu_seqlens"])
+
+    def run(v, out, st):
+        return gdn_recurrent(x["q"], x["k"], v, x["a"], x["b"], state=st, out=out, **kw)
+
     before = (state.clone(), x["v"].clone())
-    with pytest.raises(ValueError, match="out must not share memory"):
-        gdn_recurrent(
-            x["q"],
-            x["k"],
-            x["v"],
-            x["a"],
-            x["b"],
-            A_log=x["A_log"],
-            dt_bias=x["dt_bias"],
-            state=state,
-            slots=slot_tensor([0, 1]),
-            cu_seqlens=x["cu_seqlens"],
-            out=x["v"],
-        )
-    assert torch.equal(state, before[0]) and torch.equal(x["v"], before[1])
+    shifted = ws.view(-1)[V : V + x["v"].numel()].view(x["v"].shape)
+    for v, out in ((x["v"], x["v"]), (ws[0], ws[0]), (ws[0], shifted)):
+        with pytest.raises(ValueError, match="out must not overlap the op's inputs"):
+            run(v, out, state)  # (the last: out starts one row into v)
+        assert torch.equal(state, before[0]) and torch.equal(x["v"], before[1])
+    want = run(x["v"], None, state.clone())
+    assert torch.equal(run(ws[0], ws[1], state.clone()), want) and torch.equal(ws[1], want)
+    empty = dict(A_log=x["A_log"], dt_bias=x["dt_bias"], slots=slot_tensor([]), cu_seqlens=slot_tensor([0]))
+    e = torch.empty(0, H, K)
+    got = gdn_recurrent(e, e, torch.empty(0, HV, V), torch.empty(0, HV), torch.empty(0, HV), state=state,
+                        out=torch.empty(0, HV, V), **empty)  # fmt: skip
+    assert got.shape == (0, HV, V)
 
 
 def test_numbers_and_switches_that_made_nonsense():

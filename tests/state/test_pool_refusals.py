@@ -1,13 +1,11 @@
 """A third misuse review of the state layer (2026-12-04): what it found, each refused before anything is written, or
 made harmless. Each test failed before its fix."""
 
-from dataclasses import replace
-
 import pytest
 import torch
 
 from replayssm.ops import GDNShape, Ring, RingCursors
-from replayssm.state import GDNStatePool, PoolConfig
+from replayssm.state import PoolConfig
 from replayssm.state.kv import KVCache
 from replayssm.state.lockstep import LockstepPool
 from tests.helpers import pools
@@ -123,8 +121,6 @@ def test_head_dims_and_cursors_are_checked_on_construction():
         bad[name][1] = val
         with pytest.raises(ValueError, match=f"RingCursors.{name} must hold values in"):
             RingCursors(**bad, L=8, window=2)
-    assert "nan" not in repr(Ring.allocate(1, 1, 1, 16, 16, L=8, window=2)).lower()  # a summary, not the buffers
-    assert repr(replace(PoolConfig(num_slots=1, num_layers=1, H=1, HV=1, K=16, V=16), K=32).shape) == (
-        "GDNShape(H=1, HV=1, K=32, V=16)"
-    )
-    assert isinstance(GDNStatePool(PoolConfig(num_slots=1, num_layers=1, H=1, HV=1, K=16, V=16)), GDNStatePool)
+    ring = Ring.allocate(1, 1, 2, 16, 32, L=8, window=2, dtype=torch.float32)  # printing it dumped every buffer
+    assert repr(ring) == "Ring(slots=1, H=1, HV=2, K=16, V=32, L=8, window=2, dtype=torch.float32, device=cpu)"
+    assert repr(ring.cursors) == "RingCursors(slots=1, L=8, window=2, device=cpu)"
