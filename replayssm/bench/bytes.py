@@ -25,6 +25,7 @@ import torch
 
 from ..models.config import ModelConfig
 from ..models.layers import Experts
+from ..ops.ring import check_ring_geometry
 from .floor import protocol_fold_rate
 
 
@@ -64,10 +65,16 @@ class ModelBytes:
 
 def fold_rate_at_mean(T: int, L: int, mean_accepted: float, steps: int = 20000, seed: int = 0) -> float:
     """``floor.protocol_fold_rate`` when every step accepts floor(mean) or ceil(mean) tokens, mixed to the mean
-    (``BenchmarkAcceptance``)."""
+    (``BenchmarkAcceptance``); ``mean_accepted`` in [1, T]."""
+    check_ring_geometry(L, T)
+    if isinstance(mean_accepted, bool) or not isinstance(mean_accepted, (int, float)) or not 1 <= mean_accepted <= T:
+        raise ValueError(f"mean_accepted must be a number in [1, T={T}], got {mean_accepted!r}")
     rng = random.Random(seed)
     lo, frac = int(mean_accepted), mean_accepted - int(mean_accepted)
     return protocol_fold_rate(T, L, lambda: min(T, lo + (rng.random() < frac)), steps)
+
+
+STEP_MODES = ("plain", "recurrent", "replay", "replay-mtp")
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,10 @@ def step_bytes(mb: ModelBytes, mc: ModelConfig, mode: str, C: int, T: int, conte
                ring_len: int, mean_accepted: float) -> StepBytes:  # fmt: skip
     """Bytes (and flops) of one step of ``mode`` ("plain", "recurrent", "replay"; "replay-mtp" counts as replay)
     for C requests holding ``context`` committed tokens each."""
+    if mode not in STEP_MODES:
+        raise ValueError(f"mode must be one of {STEP_MODES}, got {mode!r}")
+    if not (isinstance(C, int) and isinstance(T, int)) or isinstance(C, bool) or C < 1 or T < 1 or context < 0:
+        raise ValueError(f"C and T must be ints >= 1 and context >= 0, got C={C!r}, T={T!r}, context={context!r}")
     N = C * T
     kv_token = 2 * mc.num_kv_heads * mc.head_dim * mb.act_bytes * len(mc.attention_layers)
     kv = C * (context + T) * kv_token + N * kv_token  # read everything held (window included), write the window

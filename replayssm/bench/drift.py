@@ -22,6 +22,7 @@ from ..engine.engine import Engine
 from ..engine.runner import ModelRunner, RunnerConfig, pool_config
 from ..state import GDNStatePool
 from ..state.lockstep import LockstepPool
+from .config_checks import count, flag
 from .openloop import OpenLoopReplayPool
 
 
@@ -33,6 +34,12 @@ class DriftConfig:
     ring_len: int | None = None  # None: derived from the window (RunnerConfig.ring_len)
     repetition_window: int = 512
     cuda_graphs: bool = True
+
+    def __post_init__(self):
+        for name in ("tokens", "every", "repetition_window"):
+            count("DriftConfig", name, getattr(self, name))
+        count("DriftConfig", "window", self.window, 2)  # n-gram drafts: a window of 2 or more
+        flag("DriftConfig", "cuda_graphs", self.cuda_graphs)
 
 
 def repetition(tokens: list[int], window: int, n: int = 4) -> float:

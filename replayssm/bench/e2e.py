@@ -27,6 +27,7 @@ from ..engine.runner import ModelRunner, RunnerConfig
 from ..engine.spec import BenchmarkAcceptance
 from ..models.step import Step, StepKind
 from ..ops.ring import ring_length_for
+from .config_checks import choices, count, counts, flag, number
 from .timing import capture, time_graph
 
 MODES = ("plain", "recurrent", "replay", "replay-mtp")
@@ -52,6 +53,25 @@ class E2EConfig:
     draft_head: str = "auto"  # replay-mtp: the drafter's LM head ("auto", "model", "fp8"; engine/draft_head.py)
     draft_vocab: int | None = None  # replay-mtp: draft only the N lowest token ids (None: the whole vocabulary)
     overlap: bool = True  # the engine launches each step before reading the previous one back
+
+    def __post_init__(self):
+        own = "E2EConfig"
+        counts(own, "concurrency", self.concurrency)
+        for name in ("prompt_len", "steps", "window", "peak_steps"):
+            count(own, name, getattr(self, name))
+        count(own, "capacity_context", self.capacity_context, 0)
+        count(own, "seed", self.seed, 0)
+        choices(own, "modes", self.modes, MODES)
+        number(own, "mean_accepted", self.mean_accepted)
+        if not 1 <= self.mean_accepted <= self.window:
+            raise ValueError(f"{own}.mean_accepted must be in [1, window={self.window}], got {self.mean_accepted}")
+        number(own, "capacity_budget_gib", self.capacity_budget_gib, optional=True)
+        for name in ("phases", "peak", "overlap"):
+            flag(own, name, getattr(self, name))
+        if self.layers is not None:
+            count(own, "layers", self.layers)
+        if self.ring_len is not None:  # (its rule: RunnerConfig's, checked there too)
+            count(own, "ring_len", self.ring_len, 2)
 
     @property
     def ring_length(self) -> int:

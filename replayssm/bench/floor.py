@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import random
 
+from ..ops.ring import check_ring_geometry
+
 MODES = ("full", "random")
 
 
@@ -30,6 +32,7 @@ def fold_rate(T: int, L: int, mode: str, steps: int = 20000, seed: int = 0) -> f
     """``protocol_fold_rate`` with full (``mode="full"``: T every step) or uniform (``"random"``: 1..T) acceptance."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    check_ring_geometry(L, T)  # T >= 1, L a power of two >= 2T: the protocol's own bounds
     rng = random.Random(seed)
     return protocol_fold_rate(T, L, (lambda: T) if mode == "full" else (lambda: rng.randint(1, T)), steps)
 

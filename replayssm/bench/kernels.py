@@ -29,6 +29,7 @@ import torch
 from ..ops import GDNShape
 from ..progress import progress
 from .backends import OURS, backends_for, peer_impl
+from .config_checks import count, counts, number
 from .kernel_report import derive, plot_panels, point_line, table_columns
 from .point import bench_point
 from .report import environment, format_table, header, plot_lines, write_json
@@ -48,6 +49,25 @@ class KernelBenchConfig:
     device: str = "cuda"
     target_ms: float = 40.0
     max_seconds: float | None = None
+
+    def __post_init__(self):
+        own = "KernelBenchConfig"
+        if not isinstance(self.geo, GDNShape):
+            raise TypeError(f"{own}.geo must be a GDNShape, got {self.geo!r}")
+        counts(own, "windows", self.windows)
+        counts(own, "rings", self.rings, 2)
+        counts(own, "batches", self.batches)
+        if any(L & (L - 1) for L in self.rings):
+            raise ValueError(f"{own}.rings must be powers of two, got {self.rings}")
+        if not any(L >= 2 * T for L in self.rings for T in self.windows):
+            raise ValueError(f"{own}: no ring of {self.rings} is at least twice a window of {self.windows}")
+        if self.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise ValueError(f"{own}.dtype must be float32, float16 or bfloat16, got {self.dtype!r}")
+        count(own, "min_working_set", self.min_working_set, 0)
+        number(own, "target_ms", self.target_ms)
+        number(own, "max_seconds", self.max_seconds, positive=False, optional=True)
+        if self.max_seconds is not None and self.max_seconds < 0:
+            raise ValueError(f"{own}.max_seconds must be >= 0 or None, got {self.max_seconds!r}")
 
     def grid(self) -> list[tuple[int, int, int]]:
         """(T, L, B) of every point, skipping rings shorter than 2T."""

@@ -41,7 +41,8 @@ class Output:
 class LLM:
     """Generate with a hybrid GDN model.
 
-    ``model``: a folder (config.json, safetensors, optional tokenizer.json) or a ``HybridLM``.
+    ``model``: a folder (config.json, safetensors, optional tokenizer.json) or a ``HybridLM``, which is used as it
+    is: moved and cast in place to ``device``/``dtype`` (``nn.Module.to``), even when building the rest then fails.
     ``backend``: "replay" (checkpoint + ring, exact fold) or "recurrent" (per-token snapshots).
     ``window``: the window length T = last accepted token + T-1 drafts, 1 to 64 (1 = plain decode: only with
     drafter "auto" or "none"; "mtp", "ngram" and drafter objects need window >= 2).

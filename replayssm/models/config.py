@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +97,15 @@ class ModelConfig:
     def conv_channels(self) -> int:
         return self.gdn_shape.conv_channels
 
+    def check_buildable(self) -> None:
+        """Raise ``ModelConfigError`` unless a model can be built from this config: an MLP size for every kind of
+        MLP layer it has (a config without them still plans memory, ``plan_memory``)."""
+        moe = [i for i in range(self.num_layers) if self.is_moe_layer(i)]
+        if moe and self.moe_intermediate_size is None:
+            raise ModelConfigError("config.json lacks the field 'moe_intermediate_size' (its model has MoE layers)")
+        if len(moe) < self.num_layers and self.intermediate_size is None:
+            raise ModelConfigError("config.json lacks the field 'intermediate_size' (its model has dense MLP layers)")
+
     def is_moe_layer(self, i: int) -> bool:
         if self.model_type == "qwen3_5_text" or self.num_experts == 0:
             return False
@@ -171,6 +181,7 @@ class ModelConfig:
                 max_position_embeddings=d.get("max_position_embeddings"),
             )  # fmt: skip
             _ = cfg.gdn_shape  # the head geometry the kernels run (HV a multiple of H, ...), checked now
+            _check_model(d, cfg)
             return cfg
         except KeyError as e:
             raise ModelConfigError(f"config.json lacks the field {e.args[0]!r}") from e
@@ -197,6 +208,37 @@ class ModelConfig:
             return cls.from_dict(d)
         except ModelConfigError as e:
             raise ModelConfigError(f"{p}: {str(e).removeprefix('config.json ')}") from e
+
+
+def _check_model(d: dict, cfg: ModelConfig) -> None:
+    """What a model built from ``cfg`` needs beyond each field's own type: flags that are JSON booleans, a norm
+    epsilon > 0, token ids in the vocabulary, heads that group, an MLP size for every kind of layer it has."""
+    for name in ("attention_bias", "tie_word_embeddings", "norm_topk_prob"):
+        if name in d and not isinstance(d[name], bool):
+            raise ModelConfigError(f"config.json field {name!r} must be true or false, got {d[name]!r}")
+    eps = cfg.rms_norm_eps
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+        raise ModelConfigError(f"config.json field 'rms_norm_eps' must be a number > 0, got {eps!r}")
+    n = cfg.num_layers
+    only = d.get("mlp_only_layers", [])
+    if not isinstance(only, list) or any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n for i in only):
+        raise ModelConfigError(f"config.json field 'mlp_only_layers' must list layer indices in [0, {n}), got "
+                               f"{only!r}")  # fmt: skip
+    bos = cfg.bos_token_id
+    if bos is not None and (not isinstance(bos, int) or isinstance(bos, bool) or not 0 <= bos < cfg.vocab_size):
+        raise ModelConfigError(f"config.json bos_token_id must be a token id in [0, vocab_size={cfg.vocab_size}), "
+                               f"got {bos!r}")  # fmt: skip
+    if cfg.num_heads % cfg.num_kv_heads:
+        raise ModelConfigError(f"config.json num_attention_heads={cfg.num_heads} must be a multiple of "
+                               f"num_key_value_heads={cfg.num_kv_heads}")  # fmt: skip
+    if cfg.conv_kernel < 2:
+        raise ModelConfigError(f"config.json linear_conv_kernel_dim must be >= 2, got {cfg.conv_kernel}")
+    if not cfg.gdn_layers:
+        raise ModelConfigError("config.json has no linear_attention (GDN) layer: replayssm runs GDN hybrids")
+    moe = [i for i in range(n) if cfg.is_moe_layer(i)]
+    if moe and not 1 <= cfg.top_k <= cfg.num_experts:
+        raise ModelConfigError(f"config.json num_experts_per_tok={cfg.top_k} must be from 1 to num_experts="
+                               f"{cfg.num_experts}")  # fmt: skip
 
 
 def _eos(value, vocab):

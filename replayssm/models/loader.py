@@ -11,6 +11,7 @@ import torch
 from .config import ModelConfig
 from .model import HybridLM
 
+LOAD_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _IGNORED = (re.compile(r"^model\.visual\."),)
 _PER_EXPERT = re.compile(r"^(.+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 _MTP_LAYER = re.compile(r"^mtp\.layers\.(\d+)\.")
@@ -52,6 +53,12 @@ def _stack_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if len(experts) != E or any(len(k) != 3 for k in experts.values()):
             out.update({n: t for k in experts.values() for n, t in k.values()})
             continue
+        for kind in ("gate_proj", "up_proj", "down_proj"):  # every expert's tensor of a kind has expert 0's shape
+            first = experts[0][kind][1].shape
+            odd = [f"{n}: {tuple(t.shape)}" for e in range(E) for n, t in [experts[e][kind]] if t.shape != first]
+            if odd or len(first) != 2:
+                raise WeightError(f"mis-shaped tensors: {'; '.join(odd or [experts[0][kind][0]])} (each expert's "
+                                  f"{kind} must be 2-d and shaped like expert 0's, {tuple(first)})")  # fmt: skip
         out[f"{prefix}.gate_up_proj"] = torch.stack(
             [torch.cat([experts[e]["gate_proj"][1], experts[e]["up_proj"][1]], 0) for e in range(E)]
         )
@@ -76,6 +83,8 @@ def read_safetensors(folder: Path, progress=None) -> dict[str, torch.Tensor]:
         for name, t in read.items():
             c = _canonical(name)
             if c is not None:
+                if c in tensors:  # two shards (or two spellings) of one tensor: neither may silently win
+                    raise WeightError(f"{name} ({f.name}) is in the checkpoint twice (as {c})")
                 tensors[c] = t
         if progress is not None:
             progress(f.stat().st_size)
@@ -88,9 +97,11 @@ def load_weights(model: HybridLM, tensors: dict[str, torch.Tensor]) -> None:
     expected = {n for n in params if not (model.config.tie_word_embeddings and n == "lm_head.weight")}
     missing = sorted(expected - tensors.keys())
     extra = sorted(tensors.keys() - params.keys())
+    kind = sorted(f"{n}: {_kind(tensors[n])}" for n in expected & tensors.keys() if _kind(tensors[n]))
     shape = sorted(f"{n}: checkpoint {tuple(tensors[n].shape)}, model {tuple(params[n].shape)}"
-                   for n in expected & tensors.keys() if tuple(tensors[n].shape) != tuple(params[n].shape))  # fmt: skip
-    problems = []
+                   for n in expected & tensors.keys() - {k.split(':')[0] for k in kind}
+                   if tuple(tensors[n].shape) != tuple(params[n].shape))  # fmt: skip
+    problems = [f"unusable tensors: {'; '.join(kind)}"] if kind else []
     if missing:
         problems.append(f"missing tensors: {', '.join(missing)}")
     if extra:
@@ -104,10 +115,19 @@ def load_weights(model: HybridLM, tensors: dict[str, torch.Tensor]) -> None:
             params[n].copy_(tensors[n])
 
 
+def _kind(t) -> str | None:
+    """Why ``t`` cannot be copied into a floating-point parameter (nothing is copied then), or None."""
+    if not isinstance(t, torch.Tensor):
+        return f"a {type(t).__name__}, not a tensor"
+    if t.is_meta:
+        return "a meta tensor (no data)"
+    if not t.dtype.is_floating_point:
+        return f"dtype {t.dtype} (weights are floating point)"
+    return None
+
+
 def _mtp_config(cfg: ModelConfig, tensors: dict[str, torch.Tensor], mtp, folder: Path) -> ModelConfig:
     """The config to build: with ``mtp_num_hidden_layers`` kept (MTP loaded) or 0 (``mtp.*`` dropped)."""
-    if mtp not in (True, False, "auto"):
-        raise ValueError(f"mtp must be True, False or 'auto', got {mtp!r}")
     names = [n for n in tensors if n.startswith("mtp.")]
     layers = cfg.mtp_num_hidden_layers
     if names and layers == 0:  # config.json without the field: count the checkpoint's layers
@@ -136,8 +156,26 @@ def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32, device="
     checked as strictly as the rest: every missing, unexpected or mis-shaped ``mtp.*`` tensor is named.
     ``progress(nbytes)`` is called as each weight file has been read.
     """
+    if not (mtp is True or mtp is False or mtp == "auto"):
+        raise ValueError(f"mtp must be True, False or 'auto', got {mtp!r}")
+    if dtype not in LOAD_DTYPES:
+        raise ValueError(f"dtype must be one of {LOAD_DTYPES}, got {dtype!r}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise ValueError(f"device {device!r} is not a device: {e}") from None
+    if dev.type == "meta" or (dev.type == "cuda" and not torch.cuda.is_available()):
+        raise ValueError(f"device {device!r}: {'no data on meta' if dev.type == 'meta' else 'no CUDA GPU here'}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be None or a callable taking a byte count, got {progress!r}")
     folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a model folder (config.json, *.safetensors)")
     cfg = ModelConfig.from_file(folder)
+    try:
+        cfg.check_buildable()  # before reading any weight
+    except ValueError as e:
+        raise type(e)(f"{folder / 'config.json'}: {str(e).removeprefix('config.json ')}") from None
     tensors = read_safetensors(folder, progress)
     cfg = _mtp_config(cfg, tensors, mtp, folder)
     with torch.device("meta"):

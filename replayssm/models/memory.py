@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..ops.ring import MARK_ROWS, check_ring_geometry, ring_length_for
 from ..ops.shape import GDNShape
 from .config import ModelConfig
@@ -26,6 +28,17 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
     """
     if not isinstance(cfg, ModelConfig):
         raise TypeError(f"cfg must be a ModelConfig, got {type(cfg).__name__}")
+    for arg, val, least in (("tp", tp, 1), ("T", T, 1), ("context", context, 0)):
+        if not isinstance(val, int) or isinstance(val, bool) or val < least:
+            raise ValueError(f"{arg} must be an int >= {least}, got {val!r}")
+    for arg, val in (("act_bytes", act_bytes), ("u_bytes", u_bytes)):
+        if val is not None and (isinstance(val, bool) or val not in (1, 2, 4)):
+            raise ValueError(f"{arg} must be 1, 2 or 4 (bytes of an activation), got {val!r}")
+    if budget_bytes is not None and (isinstance(budget_bytes, bool) or not isinstance(budget_bytes, (int, float))
+                                     or not math.isfinite(budget_bytes) or budget_bytes <= 0):  # fmt: skip
+        raise ValueError(f"budget_bytes must be None or a finite number > 0, got {budget_bytes!r}")
+    if not cfg.gdn_layers:
+        raise ValueError("cfg has no GDN (linear_attention) layer: nothing to plan")
     for field, heads in (("linear_num_key_heads", cfg.H), ("linear_num_value_heads", cfg.HV)):
         if heads % tp:
             raise ValueError(f"tp={tp} does not divide {field}={heads}")

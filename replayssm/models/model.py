@@ -72,6 +72,7 @@ class HybridLM(nn.Module):
     """
 
     def __init__(self, cfg: ModelConfig):
+        cfg.check_buildable()  # (a config that only plans memory may lack MLP sizes)
         super().__init__()
         self.config = cfg
         self.model = _Body(cfg)

@@ -32,7 +32,7 @@ class KVCache:
         sizes = dict(num_layers=num_layers, num_slots=num_slots, max_len=max_len, num_kv_heads=num_kv_heads,
                      head_dim=head_dim, page_size=page_size)  # fmt: skip
         for name, val in sizes.items():
-            _check_count(name, val, 1)
+            _check_count(name, val, 0 if name == "num_layers" else 1)  # (a model may have no attention layer)
         if num_pages is not None:
             _check_count("num_pages", num_pages, 1)
         if page_size & (page_size - 1):

@@ -70,6 +70,7 @@ def test_kv_reserve_refuses_padding_ids_duplicates_and_ragged_lists():
         assert torch.equal(kv.block_table, table) and kv._free == free
     with pytest.raises(ValueError, match="names a slot twice"):
         kv.release([0, 0])
+    assert KVCache(0, 3, 128, 1, 16, dtype=torch.float32, device="cpu").nbytes == 0  # a model without attention
     for kw, match in (
         (dict(max_len=0), "max_len must be an int >= 1, got 0"),
         (dict(page_size=64.0), "page_size must be an int >= 1"),
