@@ -101,8 +101,9 @@ class ModelConfig:
         """Raise ``ModelConfigError`` unless a model can be built from this config: an MLP size for every kind of
         MLP layer it has (a config without them still plans memory, ``plan_memory``)."""
         moe = [i for i in range(self.num_layers) if self.is_moe_layer(i)]
-        if moe and self.moe_intermediate_size is None:
-            raise ModelConfigError("config.json lacks the field 'moe_intermediate_size' (its model has MoE layers)")
+        for name in ("moe_intermediate_size", "shared_expert_intermediate_size"):  # routed and shared experts
+            if moe and getattr(self, name) is None:
+                raise ModelConfigError(f"config.json lacks the field {name!r} (its model has MoE layers)")
         if len(moe) < self.num_layers and self.intermediate_size is None:
             raise ModelConfigError("config.json lacks the field 'intermediate_size' (its model has dense MLP layers)")
 

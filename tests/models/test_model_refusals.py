@@ -78,6 +78,9 @@ def test_config_fields_of_the_wrong_kind_are_refused():
            "moe_intermediate_size": 32}  # fmt: skip
     with pytest.raises(ModelConfigError, match="num_experts_per_tok=5 must be from 1 to num_experts=4"):
         ModelConfig.from_dict(moe)
+    plans = ModelConfig.from_dict({**moe, "num_experts_per_tok": 2})  # enough to plan memory, not to build
+    with pytest.raises(ModelConfigError, match="lacks the field 'shared_expert_intermediate_size'"):
+        plans.check_buildable()  # (HybridLM and load_model call it; an MLP of None inner size failed in torch)
 
 
 def test_load_model_checks_its_arguments_and_the_config_before_reading_weights(tmp_path):
