@@ -26,7 +26,7 @@ from ..engine.engine import Engine
 from ..engine.runner import ModelRunner, RunnerConfig
 from ..engine.spec import BenchmarkAcceptance
 from ..models.step import Step, StepKind
-from ..ops.ring import ring_length_for
+from ..ops.ring import check_ring_geometry, ring_length_for
 from .config_checks import choices, count, counts, flag, number
 from .timing import capture, time_graph
 
@@ -70,8 +70,12 @@ class E2EConfig:
             flag(own, name, getattr(self, name))
         if self.layers is not None:
             count(own, "layers", self.layers)
-        if self.ring_len is not None:  # (its rule: RunnerConfig's, checked there too)
+        if self.ring_len is not None:  # a power of two >= 2 * window (RunnerConfig's rule)
             count(own, "ring_len", self.ring_len, 2)
+            try:
+                check_ring_geometry(self.ring_len, self.window)
+            except ValueError as e:
+                raise ValueError(f"{own}.ring_len: {e}") from None
 
     @property
     def ring_length(self) -> int:

@@ -84,10 +84,11 @@ def run_e2e(args) -> int:
     out_dir(args.out)
     from ..bench.e2e import E2EConfig, run_e2e
 
-    cfg = E2EConfig(preset=preset, layers=args.layers, concurrency=tuple(args.concurrency),
+    cfg = E2EConfig(preset=preset, layers=args.layers, concurrency=tuple(dict.fromkeys(args.concurrency)),  # once each
                     prompt_len=args.prompt_len, steps=args.steps, window=args.window,
                     mean_accepted=args.mean_accepted, ring_len=args.ring, capacity_context=args.capacity_context,
-                    capacity_budget_gib=args.capacity_budget_gib, modes=tuple(args.modes), phases=not args.no_phases,
+                    capacity_budget_gib=args.capacity_budget_gib, modes=tuple(dict.fromkeys(args.modes)),
+                    phases=not args.no_phases,
                     peak=args.peak, peak_steps=args.peak_steps, draft_head=args.draft_head or "auto",
                     draft_vocab=args.draft_vocab, overlap=not args.no_overlap)  # fmt: skip
     run_e2e(cfg, args.out, tag=args.tag)

@@ -62,6 +62,6 @@ def run(args) -> int:
         raise UsageError(f"--tp {args.tp} must divide the model's {cfg.H} GDN key heads and {cfg.HV} value heads: "
                          f"one of {', '.join(map(str, ok))}")  # fmt: skip
     plan = plan_memory(cfg, name=name, tp=args.tp, T=args.window, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
-                       budget_bytes=int(args.budget_gib * 2**30), context=args.context)  # fmt: skip
+                       budget_bytes=max(1, int(args.budget_gib * 2**30)), context=args.context)  # fmt: skip
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
     return 0

@@ -213,7 +213,8 @@ class ModelConfig:
 
 def _check_model(d: dict, cfg: ModelConfig) -> None:
     """What a model built from ``cfg`` needs beyond each field's own type: flags that are JSON booleans, a norm
-    epsilon > 0, token ids in the vocabulary, heads that group, an MLP size for every kind of layer it has."""
+    epsilon > 0, layer indices that exist, heads that group, a GDN layer, a conv kernel of 2 or more, a ``top_k``
+    within the experts (the MLP sizes: ``ModelConfig.check_buildable``; ``bos_token_id`` is never read)."""
     for name in ("attention_bias", "tie_word_embeddings", "norm_topk_prob"):
         if name in d and not isinstance(d[name], bool):
             raise ModelConfigError(f"config.json field {name!r} must be true or false, got {d[name]!r}")
@@ -225,10 +226,6 @@ def _check_model(d: dict, cfg: ModelConfig) -> None:
     if not isinstance(only, list) or any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n for i in only):
         raise ModelConfigError(f"config.json field 'mlp_only_layers' must list layer indices in [0, {n}), got "
                                f"{only!r}")  # fmt: skip
-    bos = cfg.bos_token_id
-    if bos is not None and (not isinstance(bos, int) or isinstance(bos, bool) or not 0 <= bos < cfg.vocab_size):
-        raise ModelConfigError(f"config.json bos_token_id must be a token id in [0, vocab_size={cfg.vocab_size}), "
-                               f"got {bos!r}")  # fmt: skip
     if cfg.num_heads % cfg.num_kv_heads:
         raise ModelConfigError(f"config.json num_attention_heads={cfg.num_heads} must be a multiple of "
                                f"num_key_value_heads={cfg.num_kv_heads}")  # fmt: skip

@@ -18,7 +18,8 @@ _MTP_LAYER = re.compile(r"^mtp\.layers\.(\d+)\.")
 
 
 class WeightError(ValueError):
-    """The checkpoint's tensors do not match the model (missing, unexpected or mis-shaped)."""
+    """The checkpoint's tensors do not match the model (missing, unexpected, mis-shaped, unusable: not a floating
+    point tensor with data), or one is in it twice."""
 
 
 class MTPUnavailableError(ValueError):
@@ -67,14 +68,15 @@ def _stack_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def read_safetensors(folder: Path, progress=None) -> dict[str, torch.Tensor]:
-    """Every tensor of the folder's ``*.safetensors`` files, by canonical name; ``progress(nbytes)`` after each file."""
+    """Every tensor of the folder's ``*.safetensors`` files, by canonical name; ``progress(nbytes)`` after each file.
+    A name found twice (two shards, or two spellings of one tensor) is a ``WeightError`` naming both files."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"no *.safetensors in {folder}")
-    tensors = {}
+    tensors, origin = {}, {}
     for f in files:
         try:
             read = load_file(str(f))
@@ -84,15 +86,16 @@ def read_safetensors(folder: Path, progress=None) -> dict[str, torch.Tensor]:
             c = _canonical(name)
             if c is not None:
                 if c in tensors:  # two shards (or two spellings) of one tensor: neither may silently win
-                    raise WeightError(f"{name} ({f.name}) is in the checkpoint twice (as {c})")
-                tensors[c] = t
+                    raise WeightError(f"{c} is in the checkpoint twice: {origin[c]} and {f.name} ({name})")
+                tensors[c], origin[c] = t, f.name
         if progress is not None:
             progress(f.stat().st_size)
     return _stack_experts(tensors)
 
 
 def load_weights(model: HybridLM, tensors: dict[str, torch.Tensor]) -> None:
-    """Copy ``tensors`` into ``model``; raise ``WeightError`` naming every missing, extra or mis-shaped tensor."""
+    """Copy ``tensors`` into ``model``; raise ``WeightError`` naming every missing, extra, mis-shaped or unusable
+    (not a floating-point tensor with data) tensor, before anything is copied."""
     params = dict(model.named_parameters(remove_duplicate=False))
     expected = {n for n in params if not (model.config.tie_word_embeddings and n == "lm_head.weight")}
     missing = sorted(expected - tensors.keys())
@@ -147,7 +150,7 @@ def _mtp_config(cfg: ModelConfig, tensors: dict[str, torch.Tensor], mtp, folder:
     return replace(cfg, mtp_num_hidden_layers=1)
 
 
-def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32, device="cpu", mtp=False,
+def load_model(path: str | Path, *, dtype: torch.dtype | None = torch.float32, device="cpu", mtp=False,
                progress=None) -> HybridLM:  # fmt: skip
     """Build and load the model of a Hugging Face folder.
 
@@ -158,14 +161,18 @@ def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32, device="
     """
     if not (mtp is True or mtp is False or mtp == "auto"):
         raise ValueError(f"mtp must be True, False or 'auto', got {mtp!r}")
+    dtype = torch.float32 if dtype is None else dtype
     if dtype not in LOAD_DTYPES:
         raise ValueError(f"dtype must be one of {LOAD_DTYPES}, got {dtype!r}")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError, ValueError) as e:
         raise ValueError(f"device {device!r} is not a device: {e}") from None
-    if dev.type == "meta" or (dev.type == "cuda" and not torch.cuda.is_available()):
-        raise ValueError(f"device {device!r}: {'no data on meta' if dev.type == 'meta' else 'no CUDA GPU here'}")
+    if dev.type == "meta":
+        raise ValueError(f"device {device!r}: a meta tensor holds no data")
+    gpus = torch.cuda.device_count() if dev.type == "cuda" else 0
+    if dev.type == "cuda" and (gpus == 0 or (dev.index or 0) >= gpus):
+        raise ValueError(f"device {device!r}: this machine has {gpus} CUDA GPU(s)")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be None or a callable taking a byte count, got {progress!r}")
     folder = Path(path)

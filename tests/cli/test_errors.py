@@ -1,5 +1,6 @@
 """Every user error of the CLI: exit status 2 and one line on stderr that names the flag, no traceback."""
 
+import re
 import subprocess
 import sys
 
@@ -167,3 +168,21 @@ def test_as_a_process_no_traceback_and_no_torch_for_help():
     assert ok.returncode == 0, ok.stderr
     assert "replayssm 0.1.0" in ok.stdout and "``" not in ok.stdout
     assert all(f"usage: replayssm {c}" in ok.stdout for c in COMMANDS)
+
+
+def test_repeated_e2e_values_run_once_and_a_tiny_budget_fits_nothing(monkeypatch, capsys):
+    """A review found two tracebacks after the bench configs began to check their fields: ``--concurrency 8 8``
+    (E2EConfig refuses a repeat; the kernels bench already ran each value once) and ``--budget-gib 1e-10`` (0 bytes
+    after rounding down, refused by plan_memory)."""
+    import torch
+
+    from replayssm.bench import e2e
+
+    seen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(e2e, "run_e2e", lambda cfg, *a, **k: seen.append(cfg) or {"rows": []})
+    main(["bench", "e2e", "--concurrency", "8", "8", "64", "--modes", "plain", "replay", "plain"])
+    capsys.readouterr()
+    assert seen and seen[0].concurrency == (8, 64) and seen[0].modes == ("plain", "replay")
+    assert main(["memory", "--model", "qwen3.5-4b", "--budget-gib", "1e-10"]) == 0
+    assert re.search(r"requests that fit in 1 B .*\s0\s+0\n", capsys.readouterr().out)
