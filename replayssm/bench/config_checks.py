@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import math
 
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+from ..ops._validate import check_count
 
 
 def count(owner: str, name: str, val, least: int = 1) -> None:
-    """An int >= ``least``."""
-    if not _is_int(val) or val < least:
-        raise ValueError(f"{owner}.{name} must be an int >= {least}, got {val!r}")
+    """An int >= ``least`` (``ops._validate.check_count``)."""
+    check_count(f"{owner}.{name}", val, least)
 
 
 def counts(owner: str, name: str, vals, least: int = 1) -> None:

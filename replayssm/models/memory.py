@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..ops._validate import check_count
 from ..ops.ring import MARK_ROWS, check_ring_geometry, ring_length_for
 from ..ops.shape import GDNShape
 from .config import ModelConfig
@@ -29,8 +30,7 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
     if not isinstance(cfg, ModelConfig):
         raise TypeError(f"cfg must be a ModelConfig, got {type(cfg).__name__}")
     for arg, val, least in (("tp", tp, 1), ("T", T, 1), ("context", context, 0)):
-        if not isinstance(val, int) or isinstance(val, bool) or val < least:
-            raise ValueError(f"{arg} must be an int >= {least}, got {val!r}")
+        check_count(arg, val, least)
     for arg, val in (("act_bytes", act_bytes), ("u_bytes", u_bytes)):
         if val is not None and (isinstance(val, bool) or val not in (1, 2, 4)):
             raise ValueError(f"{arg} must be 1, 2 or 4 (bytes of an activation), got {val!r}")

@@ -8,6 +8,7 @@ run only when ``validate=True`` and are skipped automatically while a CUDA graph
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -41,6 +42,13 @@ def check_tensor(
         raise ValueError(f"{name} must be on {device}, got {t.device}")
     if contiguous and not t.is_contiguous():
         raise ValueError(f"{name} must be contiguous (shape {tuple(t.shape)}, stride {t.stride()})")
+
+
+def check_count(name: str, val, least: int = 1) -> int:
+    """An integer >= ``least`` (a NumPy integer too, returned as a Python int; a bool is not one)."""
+    if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < least:
+        raise ValueError(f"{name} must be an int >= {least}, got {val!r}")
+    return int(val)
 
 
 def check_flags(**flags) -> None:

@@ -20,6 +20,7 @@ import numbers
 
 import torch
 
+from ..ops._validate import check_count
 from ..ops.paged_attention import paged_attention
 from .lifecycle import PoolExhaustedError
 
@@ -32,9 +33,9 @@ class KVCache:
         sizes = dict(num_layers=num_layers, num_slots=num_slots, max_len=max_len, num_kv_heads=num_kv_heads,
                      head_dim=head_dim, page_size=page_size)  # fmt: skip
         for name, val in sizes.items():
-            _check_count(name, val, 0 if name == "num_layers" else 1)  # (a model may have no attention layer)
+            check_count(name, val, 0 if name == "num_layers" else 1)  # (a model may have no attention layer)
         if num_pages is not None:
-            _check_count("num_pages", num_pages, 1)
+            check_count("num_pages", num_pages, 1)
         if page_size & (page_size - 1):
             raise ValueError(f"page_size must be a power of two, got {page_size}")
         self.page_size, self.pages_per_slot = page_size, -(-max_len // page_size)
@@ -79,7 +80,7 @@ class KVCache:
         slots = self._check_ids("slots", slots)
         if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__len__") or len(lengths) != len(slots):
             raise ValueError(f"lengths must list one length per slot ({len(slots)}), got {lengths!r:.80}")
-        lengths = [_check_count("lengths", n, 0) for n in lengths]
+        lengths = [check_count("lengths", n, 0) for n in lengths]
         if any(n > self.max_len for n in lengths):
             raise ValueError(f"lengths {list(lengths)} exceed max_len={self.max_len}")
         if not self.dynamic:
@@ -213,9 +214,3 @@ class KVCache:
             self.k.flatten(1, 2)[:, idx] = data["k"][:, i, :m].to(self.k.device)
             self.v.flatten(1, 2)[:, idx] = data["v"][:, i, :m].to(self.v.device)
         self.lens[slots.long()] = data["lens"].to(self.lens.device)
-
-
-def _check_count(name: str, val, least: int) -> int:
-    if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < least:
-        raise ValueError(f"{name} must be an int >= {least}, got {val!r}")
-    return int(val)
