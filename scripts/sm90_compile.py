@@ -127,7 +127,7 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
 
 def compile_fold_ahead(T: int, L: int, B: int, layers=8, H=16, HV=64, K=128, V=128, dtype=torch.bfloat16):
     """``gdn_fold_ahead`` over ``layers`` layers at the same geometry (``--fold-ahead``)."""
-    from replayssm.ops.ring import RingLayers
+    from replayssm.ops.ring_layers import RingLayers
 
     _common.use_triton = lambda impl, *t: True
     fold_ahead.use_triton = _common.use_triton

@@ -115,9 +115,13 @@ def fold_next(write_pos: int, epoch: int, slot: int, L: int, window: int, fold_p
     return full or (fold_phase and window == 1 and write_pos > 0 and (epoch % (L - 1) + slot % (L - 1)) % (L - 1) == 0)
 
 
-def ring_commit_reference(ring, slots, num_accepted, *, fold_phase: bool = False):
-    """PyTorch reference of ``ring_commit`` (same effects)."""
-    c = cursors_of(ring)
+def ring_commit_reference(ring, slots, num_accepted, *, fold_phase: bool = False, validate: bool = True):
+    """``ring_commit`` with ``impl="reference"``: the PyTorch twin of its kernel, behind the same checks."""
+    return ring_commit(ring, slots, num_accepted, fold_phase=fold_phase, validate=validate, impl="reference")
+
+
+def _commit_reference(c: RingCursors, slots, num_accepted, fold_phase: bool) -> None:
+    """The PyTorch twin of ``_ring_commit_kernel`` (arguments already checked)."""
     for slot, n in zip(slots.tolist(), num_accepted.tolist()):
         if slot < 0:
             continue
@@ -158,6 +162,7 @@ def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, fold_p
     use = use_triton(impl, slots)
     if validate and values_checkable(slots, num_accepted):
         ids = check_slots("slots", slots, c.num_slots)
+        c.check_values()
         pending = c.pending.cpu().tolist()
         for slot, n in zip(ids, num_accepted.cpu().tolist()):
             if slot < 0:
@@ -168,15 +173,21 @@ def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, fold_p
                 raise ValueError(f"num_accepted={n} for slot {slot} is outside [1, {pending[slot]}] (its window)")
     phase = fold_phase and c.window == 1
     if not use:
-        return ring_commit_reference(c, slots, num_accepted, fold_phase=phase)
+        return _commit_reference(c, slots, num_accepted, phase)
     if slots.shape[0]:
         _ring_commit_kernel[(slots.shape[0],)](slots, num_accepted, c.write_pos, c.base, c.flush, c.pending, c.epoch,
                                                L=c.L, T=c.window, PHASE=phase, num_warps=1)  # fmt: skip
 
 
-def ring_mark_folded_reference(ring, slots, *, reset=False):
-    """PyTorch reference of ``ring_mark_folded`` / ``ring_reset``."""
-    c = cursors_of(ring)
+def ring_mark_folded_reference(ring, slots, *, reset: bool = False, validate: bool = True):
+    """``ring_mark_folded`` (``ring_reset`` with ``reset=True``) with ``impl="reference"``: the PyTorch twin of their
+    kernel, behind the same checks."""
+    check_flags(reset=reset, validate=validate)
+    _mark(ring, slots, reset, validate, "reference")
+
+
+def mark_reference(c: RingCursors, slots, reset: bool) -> None:
+    """The PyTorch twin of ``_ring_mark_folded_kernel`` (arguments already checked)."""
     for slot in slots.tolist():
         if slot < 0:
             continue
@@ -199,10 +210,11 @@ def _mark(ring, slots, reset, validate, impl):
     use = use_triton(impl, slots)
     if validate and values_checkable(slots):
         ids = check_slots("slots", slots, c.num_slots)
-        if not reset:
+        if not reset:  # (a reset may start a slot over from any cursors)
+            c.check_values()
             check_none_pending(c, ids, "mark them folded")
     if not use:
-        return ring_mark_folded_reference(c, slots, reset=reset)
+        return mark_reference(c, slots, reset)
     if slots.shape[0]:
         _ring_mark_folded_kernel[(slots.shape[0],)](
             slots, c.write_pos, c.base, c.flush, c.pending, c.epoch, L=c.L, RESET=reset, num_warps=1

@@ -16,7 +16,7 @@ from . import launch
 from ._common import use_triton
 from ._gluon import gl, jit
 from ._pinned import MARK, _fold_records, update_reference
-from ._validate import check_flags, check_slots, check_state, check_tensor, values_checkable
+from ._validate import check_flags, check_no_overlap, check_slots, check_state, check_tensor, values_checkable
 from .cursors import check_none_pending, cursors_of, ring_mark_folded
 from .ring import Ring
 
@@ -91,8 +91,14 @@ def folded_this_epoch(ring: Ring, slot: int) -> bool:
     return bool((ring.folded[slot] == ring.cursors.epoch[slot]).all())
 
 
-def gdn_exact_fold_reference(checkpoint, ring, slots, *, out=None, empty_history=True):
-    """PyTorch reference of ``gdn_exact_fold`` (same signature and effects)."""
+def gdn_exact_fold_reference(checkpoint, ring, slots, *, out=None, empty_history=True, validate=True):
+    """``gdn_exact_fold`` with ``impl="reference"``: the PyTorch twin of its kernel, behind the same checks."""
+    return gdn_exact_fold(checkpoint, ring, slots, out=out, empty_history=empty_history, validate=validate,
+                          impl="reference")  # fmt: skip
+
+
+def _exact_fold_reference(checkpoint, ring, slots, out, empty_history):
+    """The PyTorch twin of ``gdn_exact_fold``'s kernel (arguments already checked)."""
     for i, slot in enumerate(slots.tolist()):
         if slot < 0:
             continue
@@ -123,8 +129,11 @@ def _check(checkpoint, ring, slots, out, empty_history, validate):
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
     if out is not None:
         check_tensor("out", out, shape=(slots.shape[0], HV, V, K), dtypes=(torch.float32,), device=checkpoint.device)
+    written = (("out", out), ("checkpoint", checkpoint), *(("ring", t) for t in ring.tensors()))
+    check_no_overlap(written, (slots,))
     if validate and values_checkable(slots):
         ids = check_slots("slots", slots, S)
+        ring.cursors.check_values()
         if out is None and empty_history:
             check_none_pending(cursors_of(ring), ids, "fold and empty their history")
     return H, HV, K, V
@@ -156,7 +165,7 @@ def gdn_exact_fold(
     H, HV, K, V = _check(checkpoint, ring, slots, out, empty_history, validate)
     use = use_triton(impl, checkpoint)
     if not use:
-        return gdn_exact_fold_reference(checkpoint, ring, slots, out=out, empty_history=empty_history)
+        return _exact_fold_reference(checkpoint, ring, slots, out, empty_history)
     B = slots.shape[0]
     if B:
         ln = launch.resolve("fold", V, B * HV, checkpoint.device)

@@ -29,9 +29,9 @@ from ._common import use_triton
 from ._gluon import async_copy, check_interpretable, gl, jit
 from ._pinned import MARK
 from ._validate import check_flags, check_slots, check_state, check_tensor, values_checkable
-from .cursors import _ring_mark_folded_kernel, check_none_pending, ring_mark_folded_reference
+from .cursors import _ring_mark_folded_kernel, check_none_pending, mark_reference
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
-from .ring import RingLayers
+from .ring_layers import RingLayers
 from .verify_fold import _fold_staged
 
 
@@ -181,10 +181,15 @@ def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.devi
     return batch * HV < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
 
-def gdn_fold_ahead_reference(checkpoint, rings, slots):
-    """PyTorch reference of ``gdn_fold_ahead`` (same signature and effects; like ``gdn_exact_fold_reference`` it skips
-    a layer of a slot whose markers all say this epoch, where the kernel decides per program's rows: they differ only
-    on a layer a launch left half-folded)."""
+def gdn_fold_ahead_reference(checkpoint, rings, slots, *, validate: bool = True):
+    """``gdn_fold_ahead`` with ``impl="reference"``: the PyTorch twin of its kernel, behind the same checks."""
+    return gdn_fold_ahead(checkpoint, rings, slots, validate=validate, impl="reference")
+
+
+def _fold_ahead_reference(checkpoint, rings, slots):
+    """The PyTorch twin of ``gdn_fold_ahead``'s kernel (arguments already checked; same effects, except that like
+    ``gdn_exact_fold``'s reference it skips a layer of a slot whose markers all say this epoch, where the kernel
+    decides per program's rows: they differ only on a layer a launch left half-folded)."""
     c = rings.cursors
     rows = [s for s in slots.tolist() if s >= 0 and int(c.flush[s])]
     for s in rows:
@@ -192,15 +197,16 @@ def gdn_fold_ahead_reference(checkpoint, rings, slots):
             if not folded_this_epoch(ring, s):
                 checkpoint[layer, s] = fold_slot_reference(checkpoint[layer, s], ring, s, history_positions(ring, s))
                 ring.folded[s] = c.epoch[s]
-    ring_mark_folded_reference(c, torch.tensor(rows, dtype=torch.int32))
+    mark_reference(c, torch.tensor(rows, dtype=torch.int32), False)
     return checkpoint
 
 
 def _check(checkpoint, rings, slots, validate):
     if not isinstance(rings, RingLayers):
         raise TypeError(f"rings must be RingLayers (every layer's ring), got {type(rings).__name__}")
-    if not isinstance(checkpoint, torch.Tensor) or checkpoint.dim() != 5:
-        raise ValueError(f"checkpoint must be [layers, S, HV, V, K], got {getattr(checkpoint, 'shape', checkpoint)!r}")
+    check_tensor("checkpoint", checkpoint, dtypes=(torch.float32,), contiguous=False)
+    if checkpoint.dim() != 5:
+        raise ValueError(f"checkpoint must be [layers, S, HV, V, K], got shape {tuple(checkpoint.shape)}")
     NL, H, HV, K, V = rings.num_layers, rings.k.shape[2], rings.v.shape[2], rings.k.shape[4], rings.v.shape[4]
     if checkpoint.shape[0] != NL:
         raise ValueError(f"checkpoint has {checkpoint.shape[0]} layers, rings have {NL}")
@@ -212,6 +218,7 @@ def _check(checkpoint, rings, slots, validate):
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
     if validate and values_checkable(slots):
         check_none_pending(rings.cursors, check_slots("slots", slots, S), "fold ahead")
+        rings.cursors.check_values()
     return NL, S, H, HV, K, V
 
 
@@ -236,7 +243,7 @@ def gdn_fold_ahead(
     check_flags(validate=validate)
     NL, S, H, HV, K, V = _check(checkpoint, rings, slots, validate)
     if not use_triton(impl, checkpoint):
-        return gdn_fold_ahead_reference(checkpoint, rings, slots)
+        return _fold_ahead_reference(checkpoint, rings, slots)
     check_interpretable(ring_v=rings.v)
     B = slots.shape[0]
     if B:

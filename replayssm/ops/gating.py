@@ -36,8 +36,8 @@ def _check(a, b, A_log, dt_bias):
 
 
 def gdn_gating_reference(a, b, *, A_log, dt_bias):
-    """PyTorch reference of ``gdn_gating`` (same signature)."""
-    return gating_reference(a, b, A_log, dt_bias)
+    """``gdn_gating`` with ``impl="reference"``: the PyTorch twin of its kernel, behind the same checks."""
+    return gdn_gating(a, b, A_log=A_log, dt_bias=dt_bias, impl="reference")
 
 
 def gdn_gating(a: torch.Tensor, b: torch.Tensor, *, A_log: torch.Tensor, dt_bias: torch.Tensor, impl: str = "auto"):
@@ -48,7 +48,7 @@ def gdn_gating(a: torch.Tensor, b: torch.Tensor, *, A_log: torch.Tensor, dt_bias
     """
     _check(a, b, A_log, dt_bias)
     if not use_triton(impl, a):
-        return gdn_gating_reference(a, b, A_log=A_log, dt_bias=dt_bias)
+        return gating_reference(a, b, A_log, dt_bias)
     N, HV = a.shape
     g = torch.empty(N, HV, dtype=torch.float32, device=a.device)
     beta = torch.empty_like(g)

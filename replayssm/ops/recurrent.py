@@ -20,6 +20,7 @@ from ._validate import (
     check_cu_seqlens,
     check_flags,
     check_gdn_inputs,
+    check_no_overlap,
     check_out,
     check_scale,
     check_slots,
@@ -82,7 +83,7 @@ def _gdn_recurrent_kernel(
 
 def _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, out, scale, validate):
     N, B, H, HV, K, V = check_gdn_inputs(q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens)
-    check_out(out, v, q, k, a, b, state, snapshots)
+    check_out(out, v)
     S = check_state("state", state, HV, V, K, q.device)
     scale = check_scale(scale, K)
     T_snap = None
@@ -91,6 +92,8 @@ def _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, o
         if snapshots.shape[0] != B or tuple(snapshots.shape[2:]) != (HV, V, K):
             raise ValueError(f"snapshots must have shape ({B}, T_max, {HV}, {V}, {K}), got {tuple(snapshots.shape)}")
         T_snap = snapshots.shape[1]
+    written = (("out", out), ("state", state), ("snapshots", snapshots))
+    check_no_overlap(written, (q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens))
     if validate and values_checkable(slots, cu_seqlens):
         check_cu_seqlens(cu_seqlens, N, B, T_snap)
         check_slots("slots", slots, S)
@@ -98,12 +101,20 @@ def _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, o
 
 
 def gdn_recurrent_reference(
-    q, k, v, a, b, *, A_log, dt_bias, state, slots, cu_seqlens, scale=None, snapshots=None, update_state=True, out=None
-):
-    """PyTorch reference of ``gdn_recurrent`` (same signature and effects)."""
+    q, k, v, a, b, *, A_log, dt_bias, state, slots, cu_seqlens, scale=None, snapshots=None, update_state=True, out=None,
+    validate=True,
+):  # fmt: skip
+    """``gdn_recurrent`` with ``impl="reference"``: the PyTorch twin of its kernel, behind the same checks."""
+    return gdn_recurrent(
+        q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, state=state, slots=slots, cu_seqlens=cu_seqlens, scale=scale,
+        snapshots=snapshots, update_state=update_state, out=out, validate=validate, impl="reference",
+    )  # fmt: skip
+
+
+def _recurrent_reference(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, scale, snapshots, update_state, out):
+    """The PyTorch twin of ``_gdn_recurrent_kernel`` (arguments already checked; ``scale`` a float)."""
     N, H, K = q.shape
     HV, V = v.shape[1:]
-    scale = K**-0.5 if scale is None else float(scale)
     g, beta = gating_reference(a, b, A_log, dt_bias)
     o = torch.zeros_like(v) if out is None else out.zero_()
     cu = cu_seqlens.tolist()
@@ -161,10 +172,9 @@ def gdn_recurrent(
     )
     use = use_triton(impl, q)
     if not use:
-        return gdn_recurrent_reference(
-            q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, state=state, slots=slots, cu_seqlens=cu_seqlens,
-            scale=scale, snapshots=snapshots, update_state=update_state, out=out,
-        )  # fmt: skip
+        return _recurrent_reference(
+            q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, scale, snapshots, update_state, out
+        )
     o = torch.empty_like(v) if out is None else out
     if B == 0:
         return o

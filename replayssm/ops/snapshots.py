@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._validate import check_flags, check_slots, check_tensor, values_checkable
+from ._validate import check_flags, check_no_overlap, check_slots, check_tensor, values_checkable
 
 
 @triton.jit
@@ -28,8 +28,13 @@ def _commit_snapshots_kernel(state, snapshots, slots, num_accepted, S, B_SNAP, T
         tl.store(dst, tl.load(src, mask=mask), mask=mask)
 
 
-def commit_snapshots_reference(state, snapshots, slots, num_accepted):
-    """PyTorch reference of ``commit_snapshots`` (same signature and effects)."""
+def commit_snapshots_reference(state, snapshots, slots, num_accepted, *, validate: bool = True):
+    """``commit_snapshots`` with ``impl="reference"``: the PyTorch twin of its kernel, behind the same checks."""
+    return commit_snapshots(state, snapshots, slots, num_accepted, validate=validate, impl="reference")
+
+
+def _commit_reference(state, snapshots, slots, num_accepted):
+    """The PyTorch twin of ``_commit_snapshots_kernel`` (arguments already checked)."""
     for i, (slot, n) in enumerate(zip(slots.tolist(), num_accepted.tolist())):
         if slot >= 0:
             state[:, slot] = snapshots[:, i, n - 1]
@@ -66,13 +71,14 @@ def commit_snapshots(
     if B > snapshots.shape[1]:
         raise ValueError(f"slots has {B} rows, snapshots only {snapshots.shape[1]}")
     T = snapshots.shape[2]
+    check_no_overlap((("state", state),), (snapshots, slots, num_accepted))
     if validate and values_checkable(slots, num_accepted):
         check_slots("slots", slots, S)
         bad = [n for s, n in zip(slots.tolist(), num_accepted.tolist()) if s >= 0 and not 1 <= n <= T]
         if bad:
             raise ValueError(f"num_accepted holds {bad}, outside [1, {T}]")
     if not use_triton(impl, state):
-        return commit_snapshots_reference(state, snapshots, slots, num_accepted)
+        return _commit_reference(state, snapshots, slots, num_accepted)
     E = state[0, 0].numel()
     BLOCK = min(8192, triton.next_power_of_2(E))
     if B:

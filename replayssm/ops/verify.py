@@ -26,6 +26,7 @@ from ._validate import (
     check_cu_seqlens,
     check_flags,
     check_gdn_inputs,
+    check_no_overlap,
     check_out,
     check_scale,
     check_slots,
@@ -57,25 +58,35 @@ def check_ring_matches(ring, S, H, HV, K, V, device, dtype) -> None:
 
 def _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, out, scale, validate):
     N, B, H, HV, K, V = check_gdn_inputs(q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens)
-    check_out(out, v, q, k, a, b, checkpoint, *((ring.v, ring.u) if isinstance(ring, Ring) else ()))
     S = check_state("checkpoint", checkpoint, HV, V, K, q.device)
     check_ring_matches(ring, S, H, HV, K, V, q.device, k.dtype)
+    check_out(out, v)
+    written = (("out", out), ("checkpoint", checkpoint), *(("ring", t) for t in ring.tensors()))
+    check_no_overlap(written, (q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens))
     scale = check_scale(scale, K)
     if validate and values_checkable(slots, cu_seqlens):
         check_cu_seqlens(cu_seqlens, N, B, ring.window)
         check_slots("slots", slots, S)
+        ring.cursors.check_values()
     return N, B, H, HV, K, V, scale
 
 
 def gdn_replay_verify_reference(
-    q, k, v, a, b, *, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, scale=None, out=None
+    q, k, v, a, b, *, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, scale=None, out=None, validate=True
 ):
-    """PyTorch reference of ``gdn_replay_verify`` (same signature and effects; fp32 throughout).
-    Materialises S_prev, which the kernel never does."""
+    """``gdn_replay_verify`` with ``impl="reference"``: the PyTorch twin of its kernels, behind the same checks."""
+    return gdn_replay_verify(
+        q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, checkpoint=checkpoint, ring=ring, slots=slots,
+        cu_seqlens=cu_seqlens, scale=scale, out=out, validate=validate, impl="reference",
+    )  # fmt: skip
+
+
+def _verify_reference(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, scale, out):
+    """The PyTorch twin of the verify's kernels (arguments already checked; ``scale`` a float; fp32 throughout).
+    Materialises S_prev, which the kernels never do."""
     N, H, K = q.shape
     HV, V = v.shape[1:]
     group = HV // H
-    scale = K**-0.5 if scale is None else float(scale)
     g, beta = gating_reference(a, b, A_log, dt_bias)
     o = torch.zeros_like(v) if out is None else out.zero_()
     c, L = ring.cursors, ring.L
@@ -163,10 +174,7 @@ def gdn_replay_verify(
         q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, out, scale, validate
     )
     if not use_triton(impl, q):
-        return gdn_replay_verify_reference(
-            q, k, v, a, b, A_log=A_log, dt_bias=dt_bias, checkpoint=checkpoint, ring=ring, slots=slots,
-            cu_seqlens=cu_seqlens, scale=scale, out=out,
-        )  # fmt: skip
+        return _verify_reference(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, scale, out)
     check_interpretable(v=v, ring_u=ring.u)
     o = torch.empty_like(v) if out is None else out
     if B == 0:

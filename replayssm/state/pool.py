@@ -114,10 +114,11 @@ class GDNStatePool:
             ("state", state, (n, cfg.HV, cfg.V, cfg.K), torch.float32),
             ("conv_state", conv_state, (n, cfg.conv_kernel - 1, cfg.channels), cfg.dtype),
         )
-        for name, t, shape, dt in expected:
+        for name, t, shape, dt in expected:  # (a wrong type or dtype is a TypeError, a wrong shape a ValueError)
             if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape or t.dtype != dt:
                 got = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
-                raise ValueError(f"{name} must be a {dt} tensor of shape {shape}, got {got}")
+                error = ValueError if isinstance(t, torch.Tensor) and t.dtype == dt else TypeError
+                raise error(f"{name} must be a {dt} tensor of shape {shape}, got {got}")
         if cfg.validate:
             self.tracker.check_idle(ids, "write_prefill")
             if cfg.backend == "replay":

@@ -116,6 +116,8 @@ def test_write_prefill_checks():
     s = pool.alloc(1)
     with pytest.raises(ValueError, match=r"state must be a torch.float32 tensor of shape \(1, 2, 16, 16\)"):
         pool.write_prefill(0, s, torch.zeros(1, 2, 16, 8), torch.zeros(1, 3, pool.cfg.channels))
+    with pytest.raises(TypeError, match=r"state must be a torch.float32 tensor"):  # a wrong dtype is a TypeError
+        pool.write_prefill(0, s, torch.zeros(1, 2, 16, 16, dtype=torch.float64), torch.zeros(1, 3, pool.cfg.channels))
     x, cu = _step_inputs(1)
     _verify_all_layers(pool, s, x, cu)
     pool.commit(s, torch.ones(1, dtype=torch.int32))

@@ -1,0 +1,182 @@
+"""A fourth misuse review of the ops (2026-12-05, reference against interpreted kernels): outputs overlapping any
+tensor the op reads or writes, cursors edited out of range after the ring was built, unchecked ``*_reference`` calls.
+Each is refused on both paths before anything is written; each test failed before its fix."""
+
+import pytest
+import torch
+
+from replayssm.ops import (
+    Ring,
+    RingCursors,
+    RingLayers,
+    commit_snapshots,
+    gdn_exact_fold,
+    gdn_fold_ahead,
+    gdn_recurrent,
+    gdn_replay_verify,
+    ring_commit,
+    ring_commit_reference,
+    ring_mark_folded,
+    ring_mark_folded_reference,
+)
+from tests.helpers.inputs import make_gdn_inputs, random_state, slot_tensor
+
+H, HV, K, V, T, L, S = 1, 2, 16, 16, 2, 8, 2
+IMPLS = ["reference", "triton"]
+OVERLAP = "must not overlap the op's other tensor arguments"
+
+
+def _ring(impl, steps=1):
+    """A ring whose slot 0 holds ``steps`` committed windows of random inputs, and its checkpoints."""
+    ring = Ring.allocate(S, H, HV, K, V, L=L, window=T, dtype=torch.float32)
+    state = random_state(S, HV, V, K)
+    g = torch.Generator().manual_seed(5)
+    for _ in range(steps):
+        x = make_gdn_inputs([T], H, HV, K, V, gen=g)
+        _verify(x, state, ring, impl)
+        ring_commit(ring, slot_tensor([0]), slot_tensor([T]), impl=impl)
+    return ring, state
+
+
+def _verify(x, state, ring, impl, out=None, validate=True):
+    args = [x[n] for n in "qkvab"]
+    kw = dict(A_log=x["A_log"], dt_bias=x["dt_bias"], cu_seqlens=x["cu_seqlens"], impl=impl, validate=validate)
+    return gdn_replay_verify(*args, checkpoint=state, ring=ring, slots=slot_tensor([0]), out=out, **kw)
+
+
+def _snapshot(ring, state, *more):
+    c = ring.cursors
+    ts = (state, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, *c.tensors(), *more)
+    return [t.clone().nan_to_num() for t in ts]
+
+
+def _unchanged(before, ring, state, *more):
+    return all(torch.equal(a, b) for a, b in zip(before, _snapshot(ring, state, *more)))
+
+
+def _as(t, like):
+    """A view of ``t``'s first bytes shaped like ``like`` (in its dtype)."""
+    n = like.numel() * like.element_size()
+    return t.view(-1).view(torch.uint8)[:n].view(like.dtype).view(like.shape)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_verify_output_over_the_ring_or_its_cursors_is_refused(impl):
+    """Finding 1a: ``out`` over ``ring.k`` or the cursors was accepted (the paths then disagreed; the reference raised
+    mid-way after writing ``ring.k``)."""
+    ring, state = _ring(impl)
+    x = make_gdn_inputs([T], H, HV, K, V, gen=torch.Generator().manual_seed(6))
+    for target in (ring.k, ring.u):
+        before = _snapshot(ring, state)
+        with pytest.raises(ValueError, match=OVERLAP):
+            _verify(x, state, ring, impl, out=_as(target, x["v"]))
+        assert _unchanged(before, ring, state)
+    n = x["v"].numel()
+    ws = torch.zeros(n + 5 * S)  # out, then the cursors from its last row on: write_pos inside out's bytes
+    cur = ws[n - S :].view(torch.int32)[: 5 * S].view(5, S)
+    cur.copy_(torch.stack(ring.cursors.tensors()))
+    shared = Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, RingCursors(*cur.unbind(0), L=L, window=T))
+    before = _snapshot(shared, state)
+    with pytest.raises(ValueError, match=OVERLAP):
+        _verify(x, state, shared, impl, out=ws[:n].view(x["v"].shape))
+    assert _unchanged(before, shared, state)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_recurrent_output_over_cu_seqlens_or_snapshots_over_the_state_is_refused(impl):
+    """Findings 1c and 6: ``out`` holding ``cu_seqlens`` in its last words, and ``snapshots`` over ``state``, were
+    accepted (the reference zeroed ``out`` before reading ``cu_seqlens``; the kernel raced)."""
+    x = make_gdn_inputs([T, 1], H, HV, K, V, gen=torch.Generator().manual_seed(7))
+    state = random_state(S, HV, V, K)
+    before = state.clone()
+    args = [x[k] for k in "qkvab"]
+    kw = dict(A_log=x["A_log"], dt_bias=x["dt_bias"], slots=slot_tensor([0, 1]), state=state, impl=impl)
+    n = x["v"].numel()
+    ws = torch.zeros(n)
+    cu = ws[n - 3 :].view(torch.int32)  # cu_seqlens in out's last three words
+    cu.copy_(x["cu_seqlens"])
+    with pytest.raises(ValueError, match=OVERLAP):
+        gdn_recurrent(*args, cu_seqlens=cu, out=ws.view(x["v"].shape), **kw)
+    with pytest.raises(ValueError, match="snapshots " + OVERLAP):  # rows 0 and 1's snapshots are slots 0 and 1
+        gdn_recurrent(*args, cu_seqlens=x["cu_seqlens"], snapshots=state.view(S, 1, HV, V, K), **kw)
+    assert torch.equal(state, before)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_fold_output_over_the_checkpoint_or_the_ring_is_refused(impl):
+    """Finding 1b: ``gdn_exact_fold(out=...)`` had no overlap check; ``out`` over ``ring.v`` folded differently on
+    the two paths."""
+    ring, state = _ring(impl)
+    for out in (state[:1], _as(ring.v, torch.empty(1, HV, V, K))):
+        before = _snapshot(ring, state)
+        with pytest.raises(ValueError, match=OVERLAP):
+            gdn_exact_fold(state, ring, slot_tensor([0]), out=out, impl=impl)
+        assert _unchanged(before, ring, state)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_commit_snapshots_into_its_own_snapshots_is_refused(impl):
+    """Finding 6: ``commit_snapshots`` with ``state`` and ``snapshots`` sharing bytes."""
+    snaps = torch.randn(1, 2, T, HV, V, K)
+    state = snaps.view(1, 2 * T, HV, V, K)[:, :S]  # the first snapshots are the state
+    before = snaps.clone()
+    with pytest.raises(ValueError, match="state " + OVERLAP):
+        commit_snapshots(state, snaps, slot_tensor([1]), slot_tensor([2]), impl=impl)
+    assert torch.equal(snaps, before)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("name, bad", [("write_pos", 100), ("base", L), ("pending", T + 1), ("flush", 2)])
+def test_cursors_edited_out_of_range_are_refused_under_validate(impl, name, bad):
+    """Finding 2: ``RingCursors`` checked its values only when built; ``write_pos = 100`` at L=8 later made the
+    interpreted verify fail mid-launch (an out-of-bounds read on a GPU) after writing ``pending`` and records, while
+    the reference wrapped it. With ``validate=True`` every op that reads the cursors re-checks them first."""
+    x = make_gdn_inputs([T], H, HV, K, V, gen=torch.Generator().manual_seed(8))
+    ring, state = _ring(impl)
+    getattr(ring.cursors, name)[0] = bad
+    calls = [
+        lambda: _verify(x, state, ring, impl),
+        lambda: gdn_exact_fold(state, ring, slot_tensor([0]), out=torch.empty(1, HV, V, K), impl=impl),
+        lambda: ring_mark_folded(ring, slot_tensor([1]), impl=impl),
+        lambda: ring_commit(ring, slot_tensor([0]), slot_tensor([1]), impl=impl),
+    ]
+    for call in calls[: 4 if name == "pending" else 3]:  # (ring_commit refuses a row with nothing pending first)
+        before = _snapshot(ring, state)
+        with pytest.raises(ValueError, match=f"RingCursors.{name} must hold values in"):
+            call()
+        assert _unchanged(before, ring, state)
+
+
+def test_fold_ahead_rechecks_the_cursors_and_names_a_non_tensor_checkpoint():
+    """Findings 2 and 5: ``gdn_fold_ahead`` with a list for ``checkpoint`` raised a ValueError whose message dumped
+    every tensor (3,646 characters); now a TypeError like every other op's."""
+    rings = RingLayers.allocate(2, S, H, HV, K, V, L=L, window=T, dtype=torch.float32)
+    ckpt = torch.randn(2, S, HV, V, K)
+    with pytest.raises(TypeError, match=r"^checkpoint must be a torch.Tensor, got list$"):
+        gdn_fold_ahead([ckpt[0], ckpt[1]], rings, slot_tensor([0]), impl="reference")
+    rings.cursors.base[1] = -1
+    before = ckpt.clone()
+    with pytest.raises(ValueError, match="RingCursors.base must hold values in"):
+        gdn_fold_ahead(ckpt, rings, slot_tensor([0]), impl="reference")
+    assert torch.equal(ckpt, before)
+
+
+def test_the_exported_references_check_their_arguments():
+    """Finding 3: ``ring_commit_reference(c, slots=[0, 9], ...)`` advanced row 0 and then raised an IndexError; the
+    exported references checked nothing. Each is now its op with ``impl="reference"``."""
+    ring, state = _ring("reference")
+    before = _snapshot(ring, state)
+    with pytest.raises(ValueError, match=r"slots holds ids \[9\] outside"):
+        ring_commit_reference(ring, slot_tensor([0, 9]), slot_tensor([1, 1]))
+    with pytest.raises(ValueError, match=r"slots holds ids \[9\] outside"):
+        ring_mark_folded_reference(ring, slot_tensor([9]))
+    assert _unchanged(before, ring, state)
+
+
+def test_zero_key_heads_are_a_named_error():
+    """Finding 4: ``q`` of shape (N, 0, K) hit ``HV % H``: a ZeroDivisionError."""
+    x = make_gdn_inputs([T], H, HV, K, V)
+    q = x["q"][:, :0]
+    kw = dict(A_log=x["A_log"], dt_bias=x["dt_bias"], slots=slot_tensor([0]), cu_seqlens=x["cu_seqlens"])
+    with pytest.raises(ValueError, match="q must have at least one key head"):
+        gdn_recurrent(q, q, x["v"], x["a"], x["b"], state=random_state(S, HV, V, K), **kw)
