@@ -3,7 +3,17 @@ layer with random inputs)."""
 
 from __future__ import annotations
 
-from .common import UsageError, add_command, add_device, check_ring, device, integer, out_file, power_of_two
+from .common import (
+    SEED_MAX,
+    UsageError,
+    add_command,
+    add_device,
+    check_ring,
+    device,
+    integer,
+    out_file,
+    power_of_two,
+)
 
 LAYER_ONLY = {"steps": 100, "batch": 4, "ring": None, "seed": 0}  # --layer's flags and their defaults
 MODEL_ONLY = {"max_new_tokens": 48}  # the model demo's
@@ -22,7 +32,7 @@ def add_parser(sub) -> None:
     d.add_argument("--ring", type=power_of_two(2), default=None,
                    help="--layer: ring length L, a power of two >= 2 x --window (default 16, or the least that fits "
                         "a longer window; the model demo sizes its rings itself)")  # fmt: skip
-    d.add_argument("--seed", type=integer(0), default=None,
+    d.add_argument("--seed", type=integer(0, SEED_MAX), default=None,
                    help=f"--layer: random inputs and acceptance (default {LAYER_ONLY['seed']})")  # fmt: skip
     d.add_argument("--json", default=None,
                    help="also write the results here (the model demo: tokens, accepted length per prompt; "

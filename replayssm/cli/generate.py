@@ -6,6 +6,8 @@ import sys
 import time
 
 from .common import (
+    SEED_MAX,
+    TEMPERATURE_MAX,
     UsageError,
     add_command,
     add_device,
@@ -39,8 +41,9 @@ def add_parser(sub) -> None:
     g.add_argument("--max-len", type=integer(2), default=2048,
                    help="KV positions per request: prompt + --max-new-tokens + --window must fit; at most the "
                         "model's max_position_embeddings")  # fmt: skip
-    g.add_argument("--temperature", type=number(0), default=0.0, help="0 = greedy; > 0 samples")
-    g.add_argument("--seed", type=integer(0), default=0)
+    g.add_argument("--temperature", type=number(0, TEMPERATURE_MAX), default=0.0,
+                   help="0 = greedy; > 0 samples (at most fp32's largest number)")
+    g.add_argument("--seed", type=integer(0, SEED_MAX), default=0)
     g.add_argument("--ignore-eos", action="store_true", help="keep going after the end-of-sequence token")
     add_device(g)
 
@@ -64,10 +67,14 @@ def _load(args, dev, folder):
             raise UsageError(f"--model {args.model}: {e}") from e
 
 
-def _check_config(args, folder):
-    """config.json and tokenizer.json read before anything is loaded (``model_files``): --max-len within the
-    model's max_position_embeddings (the KV cache for --max-len positions is allocated up front) and --draft-vocab
-    within its vocabulary."""
+def _check_config(args, folder) -> list[int]:
+    """Everything checked before the weights load (a large model takes minutes), from config.json, tokenizer.json
+    and the safetensors headers (``model_files``, ``mtp_head_problem``): --max-len within the model's
+    max_position_embeddings (the KV cache for --max-len positions is allocated up front) and long enough for the
+    prompt, --max-new-tokens and the window; --draft-vocab within the vocabulary; an MTP head where --drafter mtp or
+    --draft-vocab needs one. Returns the prompt's token ids."""
+    from ..models.loader import load_tokenizer, mtp_head_problem
+
     cfg = model_files(folder, args.model)
     limit = cfg.max_position_embeddings
     if limit is not None and args.max_len > limit:
@@ -76,7 +83,25 @@ def _check_config(args, folder):
     if args.draft_vocab is not None and args.draft_vocab > cfg.vocab_size:
         raise UsageError(f"--draft-vocab: must be an integer from 1 to {cfg.vocab_size} (the model's vocabulary), "
                          f"got {args.draft_vocab}")  # fmt: skip
-    return cfg
+    if args.drafter == "mtp" or (args.drafter == "auto" and args.draft_vocab is not None):
+        problem = mtp_head_problem(folder)
+        if problem and args.drafter == "mtp":
+            raise UsageError(f"--drafter mtp: {folder} has no usable MTP head: {problem}; use --drafter ngram (or "
+                             "auto)")  # fmt: skip
+        if problem:
+            raise UsageError(f"--draft-vocab: {folder} has no usable MTP head ({problem}), so --drafter auto drafts "
+                             "n-grams; drop --draft-vocab (or use a model with an MTP head)")  # fmt: skip
+    ids = load_tokenizer(folder).encode(args.prompt).ids
+    window = 1 if args.drafter == "none" else args.window  # (LLM decodes plainly without a drafter)
+    need = len(ids) + args.max_new_tokens + window
+    if need > args.max_len:
+        tokens = f"{len(ids)} token{'s' if len(ids) != 1 else ''}"
+        fix = ("lower --max-new-tokens or shorten --prompt (--max-len can be at most the model's "
+               f"max_position_embeddings, {limit})" if limit is not None and need > limit
+               else "raise --max-len or shorten --prompt")  # fmt: skip
+        raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {tokens}, + --max-new-tokens "
+                         f"{args.max_new_tokens} + --window {window} = {need}; {fix}")  # fmt: skip
+    return ids
 
 
 def run(args) -> int:
@@ -95,19 +120,13 @@ def run(args) -> int:
     folder = model_folder(str(TINY_MODEL) if args.model == "tiny" else args.model)
     if not (folder / "tokenizer.json").is_file():
         raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
-    cfg = _check_config(args, folder)
     if args.draft_vocab is not None and args.window == 1:
         raise UsageError("--draft-vocab: only with the MTP drafter, and --window 1 is plain decoding: drop it")
+    if args.window + 1 > args.max_len:
+        raise UsageError(f"--max-len {args.max_len}: must be greater than --window {args.window} (room for a prompt "
+                         "and a window)")  # fmt: skip
+    ids = _check_config(args, folder)
     llm = _load(args, device(args.device), folder)
-    ids = llm.encode(args.prompt)
-    need = len(ids) + args.max_new_tokens + llm.runner_config.window
-    if need > args.max_len:
-        tokens = f"{len(ids)} token{'s' if len(ids) != 1 else ''}"
-        at_limit = cfg.max_position_embeddings is not None and args.max_len >= cfg.max_position_embeddings
-        fix = ("lower --max-new-tokens or shorten --prompt (--max-len is at the model's max_position_embeddings)"
-               if at_limit else "raise --max-len or shorten --prompt")  # fmt: skip
-        raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {tokens}, + --max-new-tokens "
-                         f"{args.max_new_tokens} + --window {llm.runner_config.window} = {need}; {fix}")  # fmt: skip
     eng = llm.engine(temperature=args.temperature, seed=args.seed, ignore_eos=args.ignore_eos)
     req = eng.add(ids, args.max_new_tokens)
     print(args.prompt, end="", flush=True)  # the prompt, then its continuation as it comes (docs/cli.md)
@@ -120,9 +139,10 @@ def run(args) -> int:
     why = "end-of-sequence token" if req.generated and req.generated[-1] in eos and not args.ignore_eos else (
         "--max-new-tokens")  # fmt: skip
     print(flush=True)
+    mean = f"{sum(req.accepted) / len(req.accepted):.2f}" if req.accepted else "- (the prefill gave every token)"
     print(f"[{len(req.generated)} tokens in {dt:.2f} s ({len(req.generated) / dt:.1f} tokens/s), {req.steps} steps, "
-          f"mean accepted {sum(req.accepted) / max(1, len(req.accepted)):.2f} of {llm.runner_config.window}, backend "
-          f"{args.backend}, drafter {llm.drafter}; stopped at the {why}]", file=sys.stderr)  # fmt: skip
+          f"mean accepted {mean} of {llm.runner_config.window}, backend {args.backend}, drafter {llm.drafter}; "
+          f"stopped at the {why}]", file=sys.stderr)  # fmt: skip
     return 0
 
 

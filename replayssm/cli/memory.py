@@ -10,8 +10,8 @@ MAX_CONTEXT = 1 << 24  # tokens: a sanity bound, far above the context length of
 def add_parser(sub) -> None:
     m = add_command(sub, "memory", "per-request GDN state bytes of both backends, and how many requests fit", run)
     m.add_argument("--model", required=True,
-                   help="a preset (qwen3.5-122b-a10b, qwen3-next-80b-a3b, ...; any case), a model folder or its "
-                        "config.json")  # fmt: skip
+                   help="a preset (qwen3.5-122b-a10b, qwen3-next-80b-a3b, ...; any case), 'tiny' (the embedded "
+                        "model), a model folder or its config.json")  # fmt: skip
     m.add_argument("--tp", type=integer(1, 1024), default=1, help="tensor-parallel size; must divide the GDN heads")
     m.add_argument("--window", type=integer(1, 64), default=4, help="window length T (last accepted token + drafts)")
     m.add_argument("--ring", type=power_of_two(2), default=None,
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 
 
 def load_config(text: str):
-    """A preset name (case-insensitive), a model folder, or a config.json path -> (name, ModelConfig)."""
+    """A preset name (case-insensitive), 'tiny', a model folder, or a config.json path -> (name, ModelConfig)."""
     from pathlib import Path
 
     from ..models.config import ModelConfig
@@ -35,11 +35,15 @@ def load_config(text: str):
 
     if text.lower() in PRESETS:
         return text.lower(), preset(text.lower())
+    if text == "tiny":  # the embedded model, as for generate and drift (a folder named tiny is ./tiny)
+        from ..tiny import TINY_MODEL
+
+        return text, ModelConfig.from_file(Path(TINY_MODEL))
     path = Path(text).expanduser()
     if path.is_dir() and not (path / "config.json").is_file():
         raise UsageError(f"--model {text}: the folder has no config.json")
     if not path.exists():
-        raise UsageError(f"--model {text}: neither a preset ({', '.join(PRESETS)}) nor a model folder or config.json")
+        raise UsageError(f"--model {text}: neither a preset ({', '.join(PRESETS)}) nor 'tiny' nor a model folder or config.json")
     try:
         return text, ModelConfig.from_file(path)
     except (ValueError, OSError) as e:

@@ -22,11 +22,16 @@ def check_positive_int(name: str, val) -> int:
     return int(val)
 
 
+TEMPERATURE_MAX = float(torch.finfo(torch.float32).max)  # the sampler holds the temperature as an fp32
+
+
 def check_temperature(val) -> float:
-    """A finite number >= 0; below ``GREEDY_BELOW`` it is 0 (greedy): logits / 1e-40 overflow fp32, and a sample
-    at such a temperature is the argmax anyway."""
-    if not isinstance(val, numbers.Real) or isinstance(val, bool) or not math.isfinite(val) or val < 0:
-        raise ValueError(f"temperature={val!r}: must be a finite number >= 0 (0 = greedy)")
+    """A finite number from 0 to fp32's largest (the sampler holds it as an fp32); below ``GREEDY_BELOW`` it is 0
+    (greedy): logits / 1e-40 overflow fp32, and a sample at such a temperature is the argmax anyway."""
+    if (not isinstance(val, numbers.Real) or isinstance(val, bool) or not math.isfinite(val) or val < 0
+            or val > TEMPERATURE_MAX):  # fmt: skip
+        raise ValueError(f"temperature={val!r}: must be a finite number from 0 (greedy) to {TEMPERATURE_MAX:.6g} "
+                         "(fp32's largest)")  # fmt: skip
     return 0.0 if val < GREEDY_BELOW else float(val)
 
 

@@ -129,17 +129,40 @@ def _kind(t) -> str | None:
     return None
 
 
-def _mtp_config(cfg: ModelConfig, tensors: dict[str, torch.Tensor], mtp, folder: Path) -> ModelConfig:
-    """The config to build: with ``mtp_num_hidden_layers`` kept (MTP loaded) or 0 (``mtp.*`` dropped)."""
-    names = [n for n in tensors if n.startswith("mtp.")]
+def _mtp_problem(cfg: ModelConfig, names: list[str]) -> str | None:
+    """Why a checkpoint whose ``mtp.*`` tensors are ``names`` has no MTP head replayssm can run (None: it has one)."""
     layers = cfg.mtp_num_hidden_layers
     if names and layers == 0:  # config.json without the field: count the checkpoint's layers
         layers = max((int(m.group(1)) + 1 for n in names if (m := _MTP_LAYER.match(n))), default=1)
-    problem = None
     if not names:
-        problem = f"no mtp.* tensors in its safetensors (config mtp_num_hidden_layers={cfg.mtp_num_hidden_layers})"
-    elif layers != 1:
-        problem = f"{layers} MTP layers; replayssm runs MTP heads of exactly one layer"
+        return f"no mtp.* tensors in its safetensors (config mtp_num_hidden_layers={cfg.mtp_num_hidden_layers})"
+    if layers != 1:
+        return f"{layers} MTP layers; replayssm runs MTP heads of exactly one layer"
+    return None
+
+
+def mtp_head_problem(folder) -> str | None:
+    """What ``load_model(mtp=True)`` would find wrong with the folder's MTP head (None: it has one it can run), from
+    config.json and the safetensors headers alone, before any weight is read. An unreadable file gives None: the
+    load names it."""
+    from safetensors import SafetensorError, safe_open
+
+    folder = Path(folder)
+    names = []
+    try:
+        cfg = ModelConfig.from_file(folder)
+        for f in sorted(folder.glob("*.safetensors")):
+            with safe_open(str(f), "pt") as header:
+                names += [c for n in header.keys() if (c := _canonical(n)) is not None and c.startswith("mtp.")]
+    except (OSError, ValueError, SafetensorError):
+        return None
+    return _mtp_problem(cfg, names)
+
+
+def _mtp_config(cfg: ModelConfig, tensors: dict[str, torch.Tensor], mtp, folder: Path) -> ModelConfig:
+    """The config to build: with ``mtp_num_hidden_layers`` kept (MTP loaded) or 0 (``mtp.*`` dropped)."""
+    names = [n for n in tensors if n.startswith("mtp.")]
+    problem = _mtp_problem(cfg, names)
     if mtp is False or (mtp == "auto" and problem):
         for n in names:
             del tensors[n]

@@ -52,6 +52,11 @@ CASES = [
     (GEN + ["{bad}/corrupt"], "--model", "model.safetensors is not a readable safetensors file"),
     (GEN + ["{bad}/no_mtp", "--drafter", "mtp"], "--drafter mtp", "no mtp.* tensors"),
     (GEN + ["{bad}/no_mtp", "--drafter", "mtp"], "--drafter mtp", "use --drafter ngram (or auto)"),
+    (GEN + ["{bad}/no_mtp", "--draft-vocab", "64"], "--draft-vocab", "so --drafter auto drafts n-grams"),
+    (GEN + [TINY, "--max-len", "4"], "--max-len 4", "must be greater than --window 4"),
+    (GEN + [TINY, "--max-new-tokens", "5000"], "--max-len 2048", "lower --max-new-tokens or shorten --prompt"),
+    (GEN + [TINY, "--seed", str(2**63)], "--seed", "from 0 to 9223372036854775807"),
+    (GEN + [TINY, "--temperature", "1e39"], "--temperature", "from 0 to 3.4028234663852886e+38"),
     (["memory", "--model", "{bad}/list"], "--model {bad}/list", "config.json: must hold a JSON object"),
     (["memory", "--model", "{bad}/negative"], "--model", "'linear_num_value_heads' must be a positive int"),
     (["memory", "--model", "{bad}/geometry"], "--model", "linear_num_value_heads=3 must be a multiple of"),
@@ -73,3 +78,20 @@ def test_auto_drafter_with_window_1_is_plain_decoding(capsys):
     argv = GEN + [TINY, "--window", "1", "--max-new-tokens", "3", "--max-len", "64"]
     assert main(argv) == 0
     assert "drafter none" in capsys.readouterr().err
+
+
+PRE_LOAD = [c for c in CASES if c[0][:1] == ["generate"] and "--model" not in c[1]]
+
+
+@pytest.mark.parametrize("argv, flag, phrase", PRE_LOAD, ids=[" ".join(c[0][5:])[:60] for c in PRE_LOAD])
+def test_generate_checks_its_flags_before_the_weights_load(argv, flag, phrase, bad, capsys):
+    """A first-hour trial (2026-12-05) found --max-len, --drafter mtp, --draft-vocab and --seed refused only after
+    the weights had loaded (minutes for a large model); docs/cli.md says every check runs before any long work."""
+    assert main([a.replace("{bad}", str(bad)) for a in argv]) == 2
+    assert "loading " not in capsys.readouterr().err
+
+
+def test_memory_takes_tiny_as_the_embedded_model(capsys):
+    """'tiny' names the embedded model in every command (memory refused it)."""
+    assert main(["memory", "--model", "tiny"]) == 0
+    assert capsys.readouterr().out.startswith("model tiny  TP 1  T=4  L=16")
