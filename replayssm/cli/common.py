@@ -16,7 +16,9 @@ import sys
 
 DEBUG_ENV = "REPLAYSSM_DEBUG"
 SEED_MAX = 2**63 - 1  # what torch.Generator.manual_seed takes (engine.checks.check_seed)
-TEMPERATURE_MAX = 3.4028234663852886e38  # fp32's largest number: the sampler's temperature is an fp32 (check_temperature)
+TEMPERATURE_MAX = (
+    3.4028234663852886e38  # fp32's largest number: the sampler's temperature is an fp32 (check_temperature)
+)
 RESULTS_DIR = "replayssm-results"  # default --out: beside the user's work, never the repository's bench/results
 
 

@@ -41,8 +41,12 @@ def add_parser(sub) -> None:
     g.add_argument("--max-len", type=integer(2), default=2048,
                    help="KV positions per request: prompt + --max-new-tokens + --window must fit; at most the "
                         "model's max_position_embeddings")  # fmt: skip
-    g.add_argument("--temperature", type=number(0, TEMPERATURE_MAX), default=0.0,
-                   help="0 = greedy; > 0 samples (at most fp32's largest number)")
+    g.add_argument(
+        "--temperature",
+        type=number(0, TEMPERATURE_MAX),
+        default=0.0,
+        help="0 = greedy; > 0 samples (at most fp32's largest number)",
+    )
     g.add_argument("--seed", type=integer(0, SEED_MAX), default=0)
     g.add_argument("--ignore-eos", action="store_true", help="keep going after the end-of-sequence token")
     add_device(g)

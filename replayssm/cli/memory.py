@@ -43,7 +43,9 @@ def load_config(text: str):
     if path.is_dir() and not (path / "config.json").is_file():
         raise UsageError(f"--model {text}: the folder has no config.json")
     if not path.exists():
-        raise UsageError(f"--model {text}: neither a preset ({', '.join(PRESETS)}) nor 'tiny' nor a model folder or config.json")
+        raise UsageError(
+            f"--model {text}: neither a preset ({', '.join(PRESETS)}) nor 'tiny' nor a model folder or config.json"
+        )
     try:
         return text, ModelConfig.from_file(path)
     except (ValueError, OSError) as e:

@@ -153,7 +153,7 @@ def mtp_head_problem(folder) -> str | None:
         cfg = ModelConfig.from_file(folder)
         for f in sorted(folder.glob("*.safetensors")):
             with safe_open(str(f), "pt") as header:
-                names += [c for n in header.keys() if (c := _canonical(n)) is not None and c.startswith("mtp.")]
+                names += [c for n in header.keys() if (c := _canonical(n)) and c.startswith("mtp.")]  # noqa: SIM118
     except (OSError, ValueError, SafetensorError):
         return None
     return _mtp_problem(cfg, names)
