@@ -122,6 +122,8 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
     if payload["points"]:
         _plot(out_dir / f"{tag}.png", payload["points"], impls, env)
     print(payload["table"], flush=True)
+    if cfg.device == "cpu":  # (a fold cost, a difference of two such times, can even come out negative)
+        print("cpu: a smoke run of the bench code; its times mean nothing", flush=True)
     if payload["skipped"]:
         print(f"--max-seconds: {len(payload['skipped'])} points not started", flush=True)
     return payload

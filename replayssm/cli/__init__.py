@@ -6,7 +6,7 @@ import sys
 import traceback
 
 from .. import __version__
-from .common import Parser, UsageError, debug_enabled, report_usage_error
+from .common import Parser, UsageError, check_environment, debug_enabled, report_usage_error
 
 DESCRIPTION = """\
 Exact, memory-lean speculative decoding for Gated DeltaNet hybrid models (Qwen3-Next, Qwen3.5):
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         prog = f"replayssm {args.cmd}" + (f" {args.bench}" if getattr(args, "bench", None) else "")
         if extra:  # named by the command they were given to (argparse would name the top-level program)
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}", prog=prog)
+        check_environment(getattr(args, "device", None))
         return args.fn(args)
     except UsageError as e:
         if debug_enabled(argv):  # the traceback, then the same one line and the same exit status

@@ -5,6 +5,8 @@ from __future__ import annotations
 from .common import UsageError, add_draft_vocab, add_out, integer, number, out_dir, power_of_two
 from .kernels import add_parsers as add_kernel_parsers
 
+PEAK_DEFAULTS = {"capacity_context": 1024, "peak_steps": 8}  # flags only --peak reads (E2EConfig's defaults)
+
 
 def add_parser(sub) -> None:
     bench = sub.add_parser(
@@ -32,9 +34,10 @@ def add_parser(sub) -> None:
     e.add_argument("--ring", type=power_of_two(2), default=None,
                    help="ring length L: a power of two >= 2 x --window (default: 16, or the least that fits a "
                         "longer window)")  # fmt: skip
-    e.add_argument("--capacity-context", type=integer(1), default=1024, help="KV tokens per request in --peak")
+    e.add_argument("--capacity-context", type=integer(1), default=None,
+                   help=f"--peak: KV tokens per request (default {PEAK_DEFAULTS['capacity_context']})")  # fmt: skip
     e.add_argument("--capacity-budget-gib", type=number(0, lo_open=True), default=None,
-                   help="default: free memory after the weights - 4 GiB")  # fmt: skip
+                   help="--peak: the memory budget (default: free memory after the weights - 4 GiB)")  # fmt: skip
     e.add_argument("--modes", nargs="+", choices=["plain", "recurrent", "replay", "replay-mtp"],
                    default=["plain", "recurrent", "replay"],
                    help="replay-mtp: ReplaySSM, drafting with a random MTP head inside the step")  # fmt: skip
@@ -47,7 +50,9 @@ def add_parser(sub) -> None:
                    help="replay-mtp: the drafter's LM head (default auto: fp8 on Hopper/Ada, else the "
                         "model's)")  # fmt: skip
     add_draft_vocab(e, "replay-mtp: ")
-    e.add_argument("--peak-steps", type=integer(1), default=8, help="timed engine iterations per --peak point")
+    steps = PEAK_DEFAULTS["peak_steps"]
+    e.add_argument("--peak-steps", type=integer(1), default=None,
+                   help=f"--peak: timed engine iterations per point (default {steps})")  # fmt: skip
     e.add_argument("--no-phases", action="store_true", help="skip timing the GDN state work alone (faster)")
     e.add_argument("--no-overlap", action="store_true",
                    help="read every step back before launching the next (default: overlapped steps)")  # fmt: skip
@@ -65,6 +70,14 @@ def run_e2e(args) -> int:
     if given and "replay-mtp" not in args.modes:
         raise UsageError(f"{' '.join(given)}: only for --modes replay-mtp (the MTP drafter); add it or drop "
                          f"{'them' if len(given) > 1 else 'it'}")  # fmt: skip
+    peak_only = [
+        f"--{n.replace('_', '-')}" for n in (*PEAK_DEFAULTS, "capacity_budget_gib") if getattr(args, n) is not None
+    ]
+    if peak_only and not args.peak:
+        raise UsageError(f"{' '.join(peak_only)}: only with --peak (they set up its search); add --peak or drop "
+                         f"{'them' if len(peak_only) > 1 else 'it'}")  # fmt: skip
+    for name, default in PEAK_DEFAULTS.items():
+        setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     if args.mean_accepted > args.window:
         raise UsageError(f"--mean-accepted {args.mean_accepted} must be <= --window {args.window}")
     preset = args.preset.lower()

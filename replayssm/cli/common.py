@@ -69,6 +69,20 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: {default})"
 
 
+def check_environment(device: str | None) -> None:
+    """``REPLAYSSM_IMPL`` (``ops``: unset, auto or triton) before a command runs: triton on CPU tensors needs Triton's
+    interpreter (``TRITON_INTERPRET=1``), else every kernel would fail with Triton's own "0 active drivers"."""
+    env = os.environ.get("REPLAYSSM_IMPL", "")
+    if env not in ("", "auto", "triton"):
+        raise UsageError(f"REPLAYSSM_IMPL={env}: must be unset, auto or triton")
+    if env == "triton" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        import torch
+
+        if device == "cpu" or not torch.cuda.is_available():
+            raise UsageError("REPLAYSSM_IMPL=triton: on the CPU the kernels run only in Triton's interpreter: also "
+                             "set TRITON_INTERPRET=1 (or unset REPLAYSSM_IMPL to run the references)")  # fmt: skip
+
+
 def debug_enabled(argv: list[str]) -> bool:
     return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
@@ -125,6 +139,9 @@ def out_file(path, flag: str):
                 pass
             file.unlink()
     except OSError as e:
+        blocker = next((p for p in file.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:  # (mkdir says "File exists" about it)
+            raise UsageError(f"{flag} {path}: {blocker} is a file, not a folder; give a path in a folder") from None
         raise _unwritable(flag, path, "a file", e) from None
     return file
 

@@ -9,6 +9,8 @@ import sys
 from .common import RESULTS_DIR, UsageError, add_command, integer, number, out_dir, power_of_two, stem
 
 ROOT_HELP = "$REPLAYSSM_PEERS, else .peers/ in the repository"
+MAX_RING = 1024  # each point first runs L steps to fill its rings: 65,536 of them is hours even at smoke shapes
+PEER_MIN_HEAD_DIM = 32  # below it SGLang's kernels tile a tl.dot operand under 16 ("BKT=8 must be >=16")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
@@ -22,8 +24,9 @@ def add_parsers(bench) -> None:
         k.add_argument(name, type=integer(1, 4096), default=default, help=what)
     k.add_argument("--windows", type=integer(1, 64), nargs="+", default=[1, 2, 4, 8],
                    help="window lengths T (1 = plain decode)")  # fmt: skip
-    k.add_argument("--rings", type=power_of_two(2), nargs="+", default=[16, 32],
-                   help="ring lengths L, powers of two (those < 2T are skipped)")  # fmt: skip
+    k.add_argument("--rings", type=power_of_two(2, MAX_RING), nargs="+", default=[16, 32],
+                   help=f"ring lengths L, powers of two up to {MAX_RING} (those < 2T are skipped; each point first "
+                        "fills its ring: L steps)")  # fmt: skip
     k.add_argument("--batches", type=integer(1, 65536), nargs="+", default=[1, 8, 32, 64, 128, 256],
                    help="batch sizes B (requests per step; a repeated value is timed once)")  # fmt: skip
     k.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="activations (default bf16; fp32 on cpu)")
@@ -65,6 +68,9 @@ def cmd_peers(args) -> int:
     unknown = [v for v in args.releases if v not in RELEASES]
     if unknown:
         raise UsageError(f"--releases: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)}")
+    missing = [w for w in args.wheels if not os.path.exists(os.path.expanduser(w))]
+    if missing:
+        raise UsageError(f"--wheels {' '.join(missing)}: no such file or folder")
     if args.dest is not None and not args.dest.strip():
         raise UsageError("--dest: give a folder, got an empty name")
     folders = [(f, p) for f, p in (("--dest", args.dest), ("--cache", args.cache if args.download else None)) if p]
@@ -159,6 +165,9 @@ def cmd_kernels(args) -> int:
     unknown = [v for v in cfg.peers if v not in RELEASES]
     if unknown:
         raise UsageError(f"--peers: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)} or 'none'")
+    if cfg.peers and min(args.K, args.V) < PEER_MIN_HEAD_DIM:
+        raise UsageError(f"--K {args.K} --V {args.V}: the SGLang peers' kernels need head dims >= "
+                         f"{PEER_MIN_HEAD_DIM} (their tl.dot tiles); raise them or pass --peers none")  # fmt: skip
     try:
         peers = load_peers(cfg)
     except PeerKernelsError as e:
@@ -167,7 +176,7 @@ def cmd_kernels(args) -> int:
     if args.device == "cpu" and args.HV * args.K * args.V > 4 * 32 * 32:  # after every check: a note, not an error
         print(f"replayssm bench kernels: note: --device cpu at --HV {args.HV} --K {args.K} --V {args.V} runs the "
               "Triton interpreter at real widths (hours for the default grid); a smoke run takes tiny ones: "
-              "--H 2 --HV 4 --K 16 --V 16", file=sys.stderr)  # fmt: skip
+              "--H 2 --HV 4 --K 16 --V 16 (--K 32 --V 32 with peers)", file=sys.stderr)  # fmt: skip
     if args.sweep is None and args.tile in (None, "best"):
         payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
     else:

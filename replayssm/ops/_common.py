@@ -25,5 +25,14 @@ def use_triton(impl: str, *tensors: torch.Tensor) -> bool:
                              f"tensors too, in Triton's interpreter), got {env!r}")  # fmt: skip
         if all(t.is_cuda for t in tensors):
             return True
-        return env == "triton"
-    return impl == "triton"
+        use = env == "triton"
+    else:
+        use = impl == "triton"
+    if use and not all(t.is_cuda for t in tensors):
+        from ._gluon import INTERPRET
+
+        if not INTERPRET:  # (Triton's own error: "0 active drivers ([]). There should only be one.")
+            raise ValueError("the Triton kernels run on CUDA tensors, or on CPU tensors in Triton's interpreter: "
+                             "set TRITON_INTERPRET=1 before replayssm is imported, or use the references (impl="
+                             "'reference', or REPLAYSSM_IMPL unset)")  # fmt: skip
+    return use

@@ -30,6 +30,12 @@ CASES = [
     (M122 + ["--tp", "two"], "--tp", "got 'two'"),
     (M122 + ["--dtype", "int8"], "--dtype", "invalid choice"),
     (["memory", "--model", "qwen9"], "--model qwen9", "neither a preset"),
+    (["bench", "e2e", "--peak-steps", "3"], "--peak-steps", "only with --peak"),
+    (["demo", "--json", FILE + "/x.json"], f"--json {FILE}/x.json", "config.json is a file, not a folder"),
+    (["bench", "peers", "--wheels", "/no/such.whl"], "--wheels /no/such.whl", "no such file or folder"),
+    (["bench", "e2e", "--capacity-context", "9", "--capacity-budget-gib", "2"], "--capacity-context", "only with"),
+    (KCPU + ["--rings", "65536"], "--rings", "from 2 to 1024"),
+    (KCPU[:4] + ["--H", "2", "--HV", "4", "--K", "16", "--V", "16"], "--K 16 --V 16", "or pass --peers none"),
     (["memory"], "--model", "required"),
     (["drift", "--tokens", "16"], "--every 32", "<= --tokens 16"),
     (["drift", "--tokens", "0"], "--tokens", "from 1 to 1048576"),
@@ -60,10 +66,10 @@ CASES = [
     (GEN + ["--window", "0"], "--window", "from 1 to 64"),
     (GEN + ["--window", "16", "--ring", "16"], "--ring 16", "at least 2 x --window = 32"),
     (GEN + ["--ring", "3"], "--ring", "power of two"),
-    (GEN + ["--temperature", "-1"], "--temperature", ">= 0"),
+    (GEN + ["--temperature", "-1"], "--temperature", "from 0 to 3.4028234663852886e+38"),
     (GEN + ["--max-new-tokens", "0"], "--max-new-tokens", ">= 1"),
     (GEN + ["--max-len", "1"], "--max-len", ">= 2"),
-    (GEN + ["--seed", "-1"], "--seed", ">= 0"),
+    (GEN + ["--seed", "-1"], "--seed", "from 0 to 9223372036854775807"),
     (GEN + ["--backend", "fast"], "--backend", "invalid choice"),
     (GEN + ["--draft-vocab", "100000"], "--draft-vocab", "from 1 to 259"),
     (GEN + ["--window", "1", "--draft-vocab", "8"], "--draft-vocab", "--window 1 is plain decoding"),
@@ -81,7 +87,6 @@ CASES = [
     (["bench", "e2e", "--draft-vocab", "8"], "--draft-vocab", "only for --modes replay-mtp"),
     (["demo", "--max-new-tokens", "0"], "--max-new-tokens", "from 1 to 4096"),
     (["demo", "--layer", "--window", "9", "--ring", "16"], "--ring 16", "at least 2 x --window = 18"),
-    (["demo", "--json", FILE + "/d.json"], f"--json {FILE}/d.json", "cannot write a file there"),
     (["demo", "--json", "/proc/d.json"], "--json /proc/d.json", "cannot write a file there"),
     (["demo", "--layer", "--json", "/tmp"], "--json /tmp", "a folder; give a file name"),
     (["demo", "--steps", "5"], "--steps", "not used without --layer"),
@@ -186,3 +191,48 @@ def test_repeated_e2e_values_run_once_and_a_tiny_budget_fits_nothing(monkeypatch
     assert seen and seen[0].concurrency == (8, 64) and seen[0].modes == ("plain", "replay")
     assert main(["memory", "--model", "qwen3.5-4b", "--budget-gib", "1e-10"]) == 0
     assert re.search(r"requests that fit in 1 B .*\s0\s+0\n", capsys.readouterr().out)
+
+
+def test_e2e_peak_flags_default_with_peak(monkeypatch, capsys):
+    """--capacity-context and --peak-steps only set up --peak (refused without it, above); with it they default to
+    E2EConfig's values."""
+    import torch
+
+    from replayssm.bench import e2e
+
+    seen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(e2e, "run_e2e", lambda cfg, *a, **k: seen.append(cfg) or {"rows": []})
+    assert main(["bench", "e2e", "--peak"]) == 0
+    assert main(["bench", "e2e", "--peak", "--peak-steps", "3", "--capacity-context", "64"]) == 0
+    capsys.readouterr()
+    want = e2e.E2EConfig()
+    assert (seen[0].capacity_context, seen[0].peak_steps) == (want.capacity_context, want.peak_steps)
+    assert (seen[1].capacity_context, seen[1].peak_steps) == (64, 3)
+
+
+@pytest.mark.parametrize(
+    "env, phrase",
+    [({"REPLAYSSM_IMPL": "bogus"}, "must be unset, auto or triton"),
+     ({"REPLAYSSM_IMPL": "triton", "TRITON_INTERPRET": "0"}, "also set TRITON_INTERPRET=1")],
+)  # fmt: skip
+def test_a_bad_replayssm_impl_is_one_line(env, phrase, monkeypatch, capsys):
+    """A first-hour trial: REPLAYSSM_IMPL=bogus was a traceback, REPLAYSSM_IMPL=triton without the interpreter on a
+    CPU Triton's own traceback ("0 active drivers")."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert main(["demo", "--layer", "--steps", "2", "--device", "cpu"]) == 2
+    assert_one_line_error(capsys.readouterr(), "REPLAYSSM_IMPL", phrase)
+
+
+def test_the_kernels_on_cpu_tensors_without_the_interpreter_are_a_named_error(monkeypatch):
+    """The Python API's side of the same: a ValueError saying what to set, not Triton's driver error."""
+    import torch
+
+    from replayssm.ops import _gluon
+    from replayssm.ops._common import use_triton
+
+    monkeypatch.setattr(_gluon, "INTERPRET", False)
+    with pytest.raises(ValueError, match="set TRITON_INTERPRET=1 before replayssm is imported"):
+        use_triton("triton", torch.zeros(1))
+    assert use_triton("reference", torch.zeros(1)) is False
