@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         prog = f"replayssm {args.cmd}" + (f" {args.bench}" if getattr(args, "bench", None) else "")
         if extra:  # named by the command they were given to (argparse would name the top-level program)
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}", prog=prog)
-        check_environment(getattr(args, "device", None))
+        check_environment(args)
         return args.fn(args)
     except UsageError as e:
         if debug_enabled(argv):  # the traceback, then the same one line and the same exit status

@@ -69,16 +69,20 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: {default})"
 
 
-def check_environment(device: str | None) -> None:
-    """``REPLAYSSM_IMPL`` (``ops``: unset, auto or triton) before a command runs: triton on CPU tensors needs Triton's
-    interpreter (``TRITON_INTERPRET=1``), else every kernel would fail with Triton's own "0 active drivers"."""
+def check_environment(args) -> None:
+    """``REPLAYSSM_IMPL`` (``ops``: unset, auto or triton) before a command that runs kernels (one with ``--device``,
+    or ``bench e2e``): triton on CPU tensors needs Triton's interpreter (``TRITON_INTERPRET=1``), else every kernel
+    would fail with Triton's own "0 active drivers". A ``--device cuda`` without a GPU is the device check's."""
+    if not hasattr(args, "device") and getattr(args, "bench", None) != "e2e":
+        return  # (memory, bench peers: no kernel runs)
     env = os.environ.get("REPLAYSSM_IMPL", "")
     if env not in ("", "auto", "triton"):
         raise UsageError(f"REPLAYSSM_IMPL={env}: must be unset, auto or triton")
-    if env == "triton" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    device = getattr(args, "device", None)
+    if env == "triton" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0") and hasattr(args, "device"):
         import torch
 
-        if device == "cpu" or not torch.cuda.is_available():
+        if device == "cpu" or (device is None and not torch.cuda.is_available()):
             raise UsageError("REPLAYSSM_IMPL=triton: on the CPU the kernels run only in Triton's interpreter: also "
                              "set TRITON_INTERPRET=1 (or unset REPLAYSSM_IMPL to run the references)")  # fmt: skip
 

@@ -103,8 +103,9 @@ def _check_config(args, folder) -> list[int]:
         fix = ("lower --max-new-tokens or shorten --prompt (--max-len can be at most the model's "
                f"max_position_embeddings, {limit})" if limit is not None and need > limit
                else "raise --max-len or shorten --prompt")  # fmt: skip
+        step = f"--window {window}" if window == args.window else "1 (--drafter none decodes a token a step)"
         raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {tokens}, + --max-new-tokens "
-                         f"{args.max_new_tokens} + --window {window} = {need}; {fix}")  # fmt: skip
+                         f"{args.max_new_tokens} + {step} = {need}; {fix}")  # fmt: skip
     return ids
 
 

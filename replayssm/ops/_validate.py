@@ -1,8 +1,10 @@
 """Argument checks shared by the public ops. Everything here runs before any tensor is written.
 
-Structural checks (type, rank, shape, dtype, device, contiguity) are always done. Value checks
-(``cu_seqlens`` contents, slot ids, ``num_accepted``) read device tensors back to the host, so they
-run only when ``validate=True`` and are skipped automatically while a CUDA graph is being captured.
+Structural checks (type, rank, shape, dtype, device, contiguity) and the overlap check (no tensor an op writes
+shares a byte with another it reads or writes: ``check_no_overlap``, host pointers only) are always done. Value
+checks (``cu_seqlens`` contents, slot ids, ``num_accepted``, the ring cursors' ranges) read device tensors back to
+the host, so they run only when ``validate=True`` and are skipped automatically while a CUDA graph is being
+captured.
 """
 
 from __future__ import annotations
@@ -146,15 +148,22 @@ def check_out(out, v: torch.Tensor) -> None:
         check_tensor("out", out, shape=tuple(v.shape), dtypes=(v.dtype,), device=v.device)
 
 
-def check_no_overlap(written: Sequence[tuple[str, torch.Tensor | None]], read: Sequence[torch.Tensor | None]) -> None:
-    """No tensor the op writes (``written``: (name, tensor) pairs, None skipped) shares a byte with another tensor it
-    writes or reads (``read``); two tensors it only reads may. A kernel would read what it already wrote, and its
-    reference differently. One sort of the byte spans: a few microseconds for the twenty-odd tensors of a verify."""
-    spans = [(*sp, name) for name, t in written if isinstance(t, torch.Tensor) and (sp := _span(t))]
-    spans += [(*sp, None) for t in read if isinstance(t, torch.Tensor) and (sp := _span(t))]
-    spans.sort(key=lambda x: x[0])
+def byte_spans(written) -> list[tuple[int, int, str | None]]:
+    """(first byte, last byte + 1, name) of each (name, tensor) pair (None and empty tensors skipped); a name of None
+    marks a tensor the op only reads. What ``check_no_overlap`` sorts; a ring caches its own (``Ring.written_spans``).
+    """
+    return [(*sp, name) for name, t in written if isinstance(t, torch.Tensor) and (sp := _span(t))]
+
+
+def check_no_overlap(written, read, *, spans=()) -> None:
+    """No tensor the op writes (``written``: (name, tensor) pairs, None skipped; ``spans``: more of them, from
+    ``byte_spans``) shares a byte with another tensor it writes or reads (``read``); two tensors it only reads may.
+    A kernel would read what it already wrote, and its reference differently. Always checked (host pointers only: it
+    never syncs, so graph capture runs it too); one sort of the byte spans, ~10 us for the twenty-odd of a verify."""
+    every = [*spans, *byte_spans(written), *byte_spans((None, t) for t in read)]
+    every.sort(key=_first)
     end_any, end_written, last_written = -1, -1, None
-    for lo, hi, name in spans:
+    for lo, hi, name in every:
         if (name is not None and lo < end_any) or (name is None and lo < end_written):
             raise ValueError(
                 f"{name or last_written} must not overlap the op's other tensor arguments in memory (activations, "
@@ -165,10 +174,14 @@ def check_no_overlap(written: Sequence[tuple[str, torch.Tensor | None]], read: S
             end_written, last_written = hi, name
 
 
+def _first(span: tuple) -> int:
+    return span[0]
+
+
 def _span(t: torch.Tensor) -> tuple[int, int] | None:
     """The bytes [first, last + 1) a tensor's elements lie in (None when it has none); device-qualified, so that
-    tensors on two devices never compare as overlapping."""
-    if t.numel() == 0:
+    tensors on two devices never compare as overlapping. None for a meta tensor too: it has no bytes."""
+    if t.numel() == 0 or t.is_meta:
         return None
     lo = t.data_ptr()
     if t.is_contiguous():

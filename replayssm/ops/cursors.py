@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._validate import check_flags, check_slots, check_tensor, values_checkable
+from ._validate import check_flags, check_no_overlap, check_slots, check_tensor, values_checkable
 from .ring import Ring, RingCursors
 
 
@@ -141,6 +141,7 @@ def _check_rows(c: RingCursors, slots, num_accepted=None) -> None:
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=dev)
     if num_accepted is not None:
         check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=dev)
+    check_no_overlap((), (slots, num_accepted), spans=c.written_spans)  # (the cursors are written)
 
 
 def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, fold_phase: bool = False,
@@ -153,8 +154,9 @@ def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, fold_p
     Then ``epoch += 1``, ``pending = 0`` and ``flush = write_pos + 2 * window > L``; with ``fold_phase`` (use
     ``fold_phase_pays``) a ring of window 1 also flushes when the row's history is non-empty and
     ``(epoch + slot) % (L - 1) == 0`` (its fold phase: module docstring). Mutates the cursors only.
-    With ``validate=True`` (skipped under graph capture) checks slot ids and that every row has a
-    pending window and ``1 <= num_accepted <= pending``; nothing is written when a check fails.
+    With ``validate=True`` (skipped under graph capture) checks slot ids, the cursors' ranges
+    (``RingCursors.check_values``) and that every row has a pending window and ``1 <= num_accepted <= pending``;
+    nothing is written when a check fails.
     """
     check_flags(fold_phase=fold_phase, validate=validate)
     c = cursors_of(ring)
@@ -234,8 +236,9 @@ def ring_mark_folded(ring, slots: torch.Tensor, *, validate: bool = True, impl: 
 
     ``gdn_exact_fold`` calls this itself unless told not to; a pool that folds several layers
     sharing one set of cursors folds each with ``empty_history=False`` and calls this once after.
-    With ``validate=True`` (skipped under graph capture) checks slot ids and that no row has a verified window
-    pending (``ring_commit`` first: emptying the history would drop it); nothing is written when a check fails.
+    With ``validate=True`` (skipped under graph capture) checks slot ids, the cursors' ranges and that no row has a
+    verified window pending (``ring_commit`` first: emptying the history would drop it); nothing is written when a
+    check fails.
     """
     check_flags(validate=validate)
     _mark(ring, slots, False, validate, impl)

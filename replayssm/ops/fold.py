@@ -129,8 +129,7 @@ def _check(checkpoint, ring, slots, out, empty_history, validate):
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
     if out is not None:
         check_tensor("out", out, shape=(slots.shape[0], HV, V, K), dtypes=(torch.float32,), device=checkpoint.device)
-    written = (("out", out), ("checkpoint", checkpoint), *(("ring", t) for t in ring.tensors()))
-    check_no_overlap(written, (slots,))
+    check_no_overlap((("out", out), ("checkpoint", checkpoint)), (slots,), spans=ring.written_spans)
     if validate and values_checkable(slots):
         ids = check_slots("slots", slots, S)
         ring.cursors.check_values()
@@ -158,8 +157,8 @@ def gdn_exact_fold(
     last layer. With ``out`` ([B, HV, V, K] fp32) the folded states go to ``out[i]`` and nothing else
     is touched: the committed state, materialised without mutation. A slot whose history a verify of
     the step in flight already folded is not folded twice. Returns ``out`` or ``checkpoint``. With ``validate``
-    (skipped under graph capture) checks slot ids and, when the history is to be emptied, that no row has a
-    verified window pending (``ring_commit`` first); nothing is written when a check fails.
+    (skipped under graph capture) checks slot ids, the cursors' ranges and, when the history is to be emptied,
+    that no row has a verified window pending (``ring_commit`` first); nothing is written when a check fails.
     """
     check_flags(empty_history=empty_history, validate=validate)
     H, HV, K, V = _check(checkpoint, ring, slots, out, empty_history, validate)

@@ -28,7 +28,7 @@ from . import launch
 from ._common import use_triton
 from ._gluon import async_copy, check_interpretable, gl, jit
 from ._pinned import MARK
-from ._validate import check_flags, check_slots, check_state, check_tensor, values_checkable
+from ._validate import check_flags, check_no_overlap, check_slots, check_state, check_tensor, values_checkable
 from .cursors import _ring_mark_folded_kernel, check_none_pending, mark_reference
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring_layers import RingLayers
@@ -216,6 +216,7 @@ def _check(checkpoint, rings, slots, validate):
         raise ValueError(f"checkpoint must be a contiguous [{NL}, {slots_held}, {HV}, {V}, {K}] tensor, got "
                          f"{tuple(checkpoint.shape)}")  # fmt: skip
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
+    check_no_overlap((("checkpoint", checkpoint),), (slots,), spans=rings.written_spans)
     if validate and values_checkable(slots):
         check_none_pending(rings.cursors, check_slots("slots", slots, S), "fold ahead")
         rings.cursors.check_values()
@@ -238,8 +239,8 @@ def gdn_fold_ahead(
     markers (blocks already marked with the slot's epoch are not folded again), then the cursors as
     ``ring_mark_folded`` moves them. Rows that do not flush are not touched. The committed state is unchanged
     (bitwise: the pinned update on the ring's records, as the verify's fold). With ``validate=True`` (skipped under
-    graph capture) checks slot ids and that no row has a verified window pending; nothing is written when a check
-    fails. Returns ``checkpoint``."""
+    graph capture) checks slot ids, the cursors' ranges and that no row has a verified window pending; nothing is
+    written when a check fails. Returns ``checkpoint``."""
     check_flags(validate=validate)
     NL, S, H, HV, K, V = _check(checkpoint, rings, slots, validate)
     if not use_triton(impl, checkpoint):

@@ -25,10 +25,11 @@ counter that every commit, fold-reset and reset advances.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
-from ._validate import ACT_DTYPES, values_checkable
+from ._validate import ACT_DTYPES, byte_spans, check_no_overlap, values_checkable
 from .shape import head_dim_error
 
 MARK_ROWS = 4  # rows per fold marker; equals _pinned.ROW_LANES (the rows of the smallest tile a kernel loads)
@@ -70,15 +71,21 @@ class RingCursors:
         if self.write_pos.device.type == "meta" or not values_checkable(self.write_pos):
             return
         limits = {"write_pos": self.L, "base": self.L - 1, "flush": 1, "pending": self.window}
-        for name, hi in limits.items():
-            t = getattr(self, name)
+        values = torch.stack([getattr(self, name) for name in limits]).cpu()  # one read back
+        for (name, hi), t in zip(limits.items(), values):
             if bool(((t < 0) | (t > hi)).any()):
                 raise ValueError(f"RingCursors.{name} must hold values in [0, {hi}] (L={self.L}, window="
                                  f"{self.window}), got {t.tolist()[:16]}")  # fmt: skip
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
-        """The five cursor tensors (what an op's output must not overlap)."""
+        """The five cursor tensors."""
         return self.write_pos, self.base, self.flush, self.pending, self.epoch
+
+    @cached_property
+    def written_spans(self) -> list:
+        """The cursors' byte spans as tensors the ops write (``_validate.byte_spans``), computed once: what an op's
+        other tensors must not overlap (``check_no_overlap``)."""
+        return byte_spans(("ring cursors", t) for t in self.tensors())
 
     def __repr__(self) -> str:
         return f"RingCursors(slots={self.num_slots}, L={self.L}, window={self.window}, device={self.device})"
@@ -181,6 +188,7 @@ class Ring:
         for name, allowed in dtypes.items():
             if getattr(self, name).dtype not in allowed:
                 raise TypeError(f"Ring.{name} must have dtype in {allowed}, got {getattr(self, name).dtype}")
+        check_no_overlap((), (), spans=self.written_spans)  # (its buffers are written: no two may share a byte)
 
     def __repr__(self) -> str:
         S, H, L, K = self.k.shape
@@ -210,8 +218,15 @@ class Ring:
                     self.folded.clone(), cursors if cursors is not None else self.cursors.clone())  # fmt: skip
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
-        """The record buffers, the fold markers and the cursors (what an op's output must not overlap)."""
+        """The record buffers, the fold markers and the cursors."""
         return self.k, self.v, self.g, self.beta, self.u, self.folded, *self.cursors.tensors()
+
+    @cached_property
+    def written_spans(self) -> list:
+        """The byte spans of ``tensors()`` as tensors the ops write, computed once (``RingCursors.written_spans``)."""
+        return byte_spans(("ring", t) for t in (self.k, self.v, self.g, self.beta, self.u, self.folded)) + (
+            self.cursors.written_spans
+        )
 
     @property
     def nbytes(self) -> int:

@@ -4,9 +4,11 @@ and what an op over all layers at once (``gdn_fold_ahead``) reads. Layer i's sli
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
+from ._validate import byte_spans
 from .ring import Ring, RingCursors
 
 
@@ -45,6 +47,14 @@ class RingLayers:
 
     def __repr__(self) -> str:
         return f"RingLayers(layers={self.num_layers}, {repr(self.layers[0]).removeprefix('Ring(')}"
+
+    @cached_property
+    def written_spans(self) -> list:
+        """Every layer's record buffers, fold markers and the cursors as byte spans the ops write, computed once
+        (``Ring.written_spans``)."""
+        return byte_spans(("rings", t) for t in (self.k, self.v, self.g, self.beta, self.u, self.folded)) + (
+            self.cursors.written_spans
+        )
 
     @property
     def num_layers(self) -> int:

@@ -61,8 +61,8 @@ def _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, o
     S = check_state("checkpoint", checkpoint, HV, V, K, q.device)
     check_ring_matches(ring, S, H, HV, K, V, q.device, k.dtype)
     check_out(out, v)
-    written = (("out", out), ("checkpoint", checkpoint), *(("ring", t) for t in ring.tensors()))
-    check_no_overlap(written, (q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens))
+    inputs = (q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens)
+    check_no_overlap((("out", out), ("checkpoint", checkpoint)), inputs, spans=ring.written_spans)
     scale = check_scale(scale, K)
     if validate and values_checkable(slots, cu_seqlens):
         check_cu_seqlens(cu_seqlens, N, B, ring.window)
@@ -167,7 +167,8 @@ def gdn_replay_verify(
     step: a retry before ``ring_commit`` does not fold again) and their fold markers; the ring records
     at the window's positions; ``ring.cursors.pending`` (the window length). Call ``ring_commit`` once
     all layers have verified. Returns o: [N, HV, V] in v's dtype (written into ``out`` when given).
-    Every argument is checked before anything is written.
+    Every argument is checked before anything is written; ``validate`` (skipped under graph capture) adds the
+    value checks of ``cu_seqlens``, the slot ids and the cursors' ranges.
     """
     check_flags(validate=validate)
     N, B, H, HV, K, V, scale = _check(

@@ -223,6 +223,7 @@ def test_a_bad_replayssm_impl_is_one_line(env, phrase, monkeypatch, capsys):
         monkeypatch.setenv(k, v)
     assert main(["demo", "--layer", "--steps", "2", "--device", "cpu"]) == 2
     assert_one_line_error(capsys.readouterr(), "REPLAYSSM_IMPL", phrase)
+    assert main(["memory", "--model", "tiny"]) == 0  # a command that runs no kernel is not refused (a review)
 
 
 def test_the_kernels_on_cpu_tensors_without_the_interpreter_are_a_named_error(monkeypatch):

@@ -54,6 +54,11 @@ CASES = [
     (GEN + ["{bad}/no_mtp", "--drafter", "mtp"], "--drafter mtp", "use --drafter ngram (or auto)"),
     (GEN + ["{bad}/no_mtp", "--draft-vocab", "64"], "--draft-vocab", "so --drafter auto drafts n-grams"),
     (GEN + [TINY, "--max-len", "4"], "--max-len 4", "must be greater than --window 4"),
+    (
+        GEN + [TINY, "--drafter", "none", "--max-len", "7", "--max-new-tokens", "6"],
+        "--max-len 7",
+        "+ 1 (--drafter none",
+    ),
     (GEN + [TINY, "--max-new-tokens", "5000"], "--max-len 2048", "lower --max-new-tokens or shorten --prompt"),
     (GEN + [TINY, "--seed", str(2**63)], "--seed", "from 0 to 9223372036854775807"),
     (GEN + [TINY, "--temperature", "1e39"], "--temperature", "from 0 to 3.4028234663852886e+38"),

@@ -180,3 +180,96 @@ def test_zero_key_heads_are_a_named_error():
     kw = dict(A_log=x["A_log"], dt_bias=x["dt_bias"], slots=slot_tensor([0]), cu_seqlens=x["cu_seqlens"])
     with pytest.raises(ValueError, match="q must have at least one key head"):
         gdn_recurrent(q, q, x["v"], x["a"], x["b"], state=random_state(S, HV, V, K), **kw)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_cursor_ops_refuse_slots_over_the_cursors(impl):
+    """A review of the fix: ``ring_commit(c, c.epoch, ...)`` (slots read from the cursors it writes) was accepted,
+    and the two paths disagreed (slot 1 committed twice, slot 0 left pending)."""
+    c = RingCursors.allocate(2, L=8, window=2)
+    c.pending[:] = 2
+    c.epoch.copy_(torch.tensor([1, 0], dtype=torch.int32))
+    before = [t.clone() for t in c.tensors()]
+    with pytest.raises(ValueError, match=OVERLAP):
+        ring_commit(c, c.epoch, torch.tensor([2, 1], dtype=torch.int32), impl=impl)
+    with pytest.raises(ValueError, match=OVERLAP):
+        ring_mark_folded(c, c.flush, impl=impl)
+    assert all(torch.equal(a, b) for a, b in zip(before, c.tensors()))
+
+
+def test_fold_ahead_and_a_ring_built_over_itself_are_refused():
+    """The same for ``gdn_fold_ahead`` (slots inside the checkpoint it writes), and a ``Ring`` whose own buffers
+    share bytes (its ops would write one record over another)."""
+    rings = RingLayers.allocate(2, S, H, HV, K, V, L=L, window=T, dtype=torch.float32)
+    ckpt = torch.randn(2, S, HV, V, K)
+    slots = ckpt.view(-1)[:1].view(torch.int32)
+    slots.zero_()
+    before = ckpt.clone()
+    with pytest.raises(ValueError, match="checkpoint " + OVERLAP):
+        gdn_fold_ahead(ckpt, rings, slots, impl="reference")
+    assert torch.equal(ckpt, before)
+    one = rings.layers[0]
+    with pytest.raises(ValueError, match="ring " + OVERLAP):
+        Ring(one.k, one.v, one.g, one.g.clone(), one.v, one.folded, one.cursors)  # u over v
+
+
+def _ops():
+    from replayssm import ops
+
+    return [(name, getattr(ops, name), getattr(ops, name + "_reference")) for name in ops.__all__
+            if name + "_reference" in ops.__all__]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, op, ref", _ops(), ids=[o[0] for o in _ops()])
+def test_every_reference_is_its_op_with_the_reference_impl(name, op, ref):
+    """A review of the fix: three of the new ``*_reference`` wrappers ran in no CPU test; a wrapper that dropped a
+    keyword would go unnoticed. Each takes its op's parameters less ``impl`` (``ring_mark_folded_reference`` also
+    ``reset``, as ``ring_reset``'s too), with the same defaults."""
+    import inspect
+
+    want = {k: p for k, p in inspect.signature(op).parameters.items() if k != "impl"}
+    got = dict(inspect.signature(ref).parameters)
+    if name == "ring_mark_folded":
+        assert got.pop("reset").default is False
+    assert [(k, p.kind, p.default) for k, p in got.items()] == [(k, p.kind, p.default) for k, p in want.items()]
+
+
+def test_every_reference_gives_its_ops_reference_results():
+    """The wrappers' results and effects, on random inputs: each equals its op called with ``impl="reference"``."""
+    from replayssm.ops import (
+        commit_snapshots_reference,
+        gdn_exact_fold_reference,
+        gdn_gating,
+        gdn_gating_reference,
+        gdn_recurrent_reference,
+        gdn_replay_verify_reference,
+    )
+
+    x = make_gdn_inputs([T, 1], H, HV, K, V, gen=torch.Generator().manual_seed(9))
+    args = [x[n] for n in "qkvab"]
+    kw = dict(A_log=x["A_log"], dt_bias=x["dt_bias"], slots=slot_tensor([1, 0]), cu_seqlens=x["cu_seqlens"])
+    g1, g2 = (
+        gdn_gating(x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"], impl="reference"),
+        gdn_gating_reference(x["a"], x["b"], A_log=x["A_log"], dt_bias=x["dt_bias"]),
+    )
+    assert all(torch.equal(a, b) for a, b in zip(g1, g2))
+    s1 = random_state(S, HV, V, K)
+    s2 = s1.clone()
+    o1 = gdn_recurrent(*args, state=s1, scale=0.5, impl="reference", **kw)
+    o2 = gdn_recurrent_reference(*args, state=s2, scale=0.5, **kw)
+    assert torch.equal(o1, o2) and torch.equal(s1, s2)
+    r1, c1 = _ring("reference", steps=3)
+    r2, c2 = r1.clone(), c1.clone()
+    o1 = gdn_replay_verify(*args, checkpoint=c1, ring=r1, impl="reference", **kw)
+    o2 = gdn_replay_verify_reference(*args, checkpoint=c2, ring=r2, **kw)
+    assert torch.equal(o1, o2) and all(torch.equal(a, b) for a, b in zip(_snapshot(r1, c1), _snapshot(r2, c2)))
+    ring_commit(r1, kw["slots"], slot_tensor([2, 1]), impl="reference")
+    ring_commit_reference(r2, kw["slots"], slot_tensor([2, 1]))
+    gdn_exact_fold(c1, r1, slot_tensor([0, 1]), impl="reference")
+    gdn_exact_fold_reference(c2, r2, slot_tensor([0, 1]))
+    assert all(torch.equal(a, b) for a, b in zip(_snapshot(r1, c1), _snapshot(r2, c2)))
+    snaps, st1 = torch.randn(1, 2, T, HV, V, K), torch.randn(1, S, HV, V, K)
+    st2 = st1.clone()
+    commit_snapshots(st1, snaps, slot_tensor([1, -1]), slot_tensor([2, 7]), impl="reference")
+    commit_snapshots_reference(st2, snaps, slot_tensor([1, -1]), slot_tensor([2, 7]))
+    assert torch.equal(st1, st2) and torch.equal(st1[0, 1], snaps[0, 0, 1])
