@@ -103,6 +103,9 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
     _common.use_triton = lambda impl, *t: True  # CPU tensors, real kernels
     verify.use_triton = _common.use_triton
     launch.sm_count = lambda device: 132
+    verify_launch.many_waves = lambda programs, device: (  # as on a CUDA device (it answers False on the CPU)
+        programs >= verify_launch.MANY_WAVES * verify_launch.ONE_LAUNCH_PER_SM * 132
+    )
     verify_launch.use_tensor_cores = lambda device: os.environ.get("REPLAYSSM_VERIFY_TC", "1") != "0"
     pdl = os.environ.get("REPLAYSSM_VERIFY_PDL", "")  # as verify_launch.use_pdl decides on an sm_90 device
     verify_launch.use_pdl = lambda programs, device: (

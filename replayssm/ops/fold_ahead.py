@@ -167,16 +167,18 @@ def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.devi
     there, 15.8 ahead). A batch that fills the GPU keeps the fold inside the verify, which then reads the checkpoint
     once for both; so do long windows, which fold often (at T=8, L=16 every step): folding ahead would add a read of
     most checkpoints. Never on the CPU, where the ops run as PyTorch references and nothing waits on a wave.
-    ``REPLAYSSM_FOLD_AHEAD=0`` / ``=1`` forces either way (benchmarks, tests)."""
+    ``REPLAYSSM_FOLD_AHEAD=0`` / ``=1`` forces either way (benchmarks, tests) at windows of 2 or more."""
     from .verify_launch import ONE_LAUNCH_HISTORY, ONE_LAUNCH_PER_SM
 
     env = os.environ.get("REPLAYSSM_FOLD_AHEAD", "")
     if env not in ("", "0", "1"):
         raise ValueError(f"REPLAYSSM_FOLD_AHEAD must be 0, 1 or unset, got {env!r}")
+    if window < 2:  # (even when forced: a pool never folds ahead of a plain-decode step either)
+        return False
     if env:
         return env == "1"
     BT = 1 << max(0, window - 1).bit_length()  # the verify's padded window
-    if device.type != "cuda" or window < 2 or BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
+    if device.type != "cuda" or BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
         return False
     return batch * HV < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 

@@ -162,6 +162,7 @@ def test_fold_ahead_pays_at_one_wave_of_short_windows(monkeypatch):
     assert not fold_ahead_pays(8, 64, 4, 32, dev)  # 256 history dots: the verify is staged there
     monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "1")
     assert fold_ahead_pays(256, 64, 8, 16, dev)
+    assert not fold_ahead_pays(8, 64, 1, 16, dev)  # never plain decode, even forced (the kernel bench did: a review)
     monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "0")
     assert not fold_ahead_pays(8, 64, 4, 16, dev)
     monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "yes")
