@@ -16,9 +16,7 @@ import sys
 
 DEBUG_ENV = "REPLAYSSM_DEBUG"
 SEED_MAX = 2**63 - 1  # what torch.Generator.manual_seed takes (engine.checks.check_seed)
-TEMPERATURE_MAX = (
-    3.4028234663852886e38  # fp32's largest number: the sampler's temperature is an fp32 (check_temperature)
-)
+TEMPERATURE_MAX = 3.4028234663852886e38  # fp32's largest: engine.checks.TEMPERATURE_MAX, without importing torch
 RESULTS_DIR = "replayssm-results"  # default --out: beside the user's work, never the repository's bench/results
 
 
@@ -78,11 +76,10 @@ def check_environment(args) -> None:
     env = os.environ.get("REPLAYSSM_IMPL", "")
     if env not in ("", "auto", "triton"):
         raise UsageError(f"REPLAYSSM_IMPL={env}: must be unset, auto or triton")
-    device = getattr(args, "device", None)
     if env == "triton" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0") and hasattr(args, "device"):
         import torch
 
-        if device == "cpu" or (device is None and not torch.cuda.is_available()):
+        if args.device == "cpu" or (args.device is None and not torch.cuda.is_available()):
             raise UsageError("REPLAYSSM_IMPL=triton: on the CPU the kernels run only in Triton's interpreter: also "
                              "set TRITON_INTERPRET=1 (or unset REPLAYSSM_IMPL to run the references)")  # fmt: skip
 

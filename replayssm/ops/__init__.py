@@ -6,8 +6,7 @@ or "reference" (the environment's ``REPLAYSSM_IMPL`` may only be unset, "auto" o
 ``TRITON_INTERPRET=1`` alone does not make "auto" run the kernels on CPU tensors: it runs them in the interpreter
 once ``REPLAYSSM_IMPL=triton`` (or ``impl="triton"``) picks them. Each ``*_reference`` is its op with
 ``impl="reference"``: the same signature less ``impl``, the same argument checks (nothing is written when one fails)
-and the same effects
-(``ring_mark_folded_reference`` is ``ring_mark_folded``'s and ``ring_reset``'s, with ``reset``).
+and the same effects (``ring_mark_folded_reference`` is ``ring_mark_folded``'s and ``ring_reset``'s, with ``reset``).
 """
 
 from .cursors import (

@@ -159,7 +159,8 @@ def check_no_overlap(written, read, *, spans=()) -> None:
     """No tensor the op writes (``written``: (name, tensor) pairs, None skipped; ``spans``: more of them, from
     ``byte_spans``) shares a byte with another tensor it writes or reads (``read``); two tensors it only reads may.
     A kernel would read what it already wrote, and its reference differently. Always checked (host pointers only: it
-    never syncs, so graph capture runs it too); one sort of the byte spans, ~10 us for the twenty-odd of a verify."""
+    never syncs, so graph capture runs it too); one sort of the byte spans: ~1.5 us a verify on a CPU core, whose ring
+    brings its spans cached (``Ring.written_spans``)."""
     every = [*spans, *byte_spans(written), *byte_spans((None, t) for t in read)]
     every.sort(key=_first)
     end_any, end_written, last_written = -1, -1, None

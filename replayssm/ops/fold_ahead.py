@@ -220,8 +220,9 @@ def _check(checkpoint, rings, slots, validate):
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
     check_no_overlap((("checkpoint", checkpoint),), (slots,), spans=rings.written_spans)
     if validate and values_checkable(slots):
-        check_none_pending(rings.cursors, check_slots("slots", slots, S), "fold ahead")
+        ids = check_slots("slots", slots, S)
         rings.cursors.check_values()
+        check_none_pending(rings.cursors, ids, "fold ahead")
     return NL, S, H, HV, K, V
 
 

@@ -32,6 +32,7 @@ import torch
 from ._validate import ACT_DTYPES, byte_spans, check_no_overlap, values_checkable
 from .shape import head_dim_error
 
+RECORDS = ("k", "v", "g", "beta", "u", "folded")  # a ring's buffers, in the order its constructor takes them
 MARK_ROWS = 4  # rows per fold marker; equals _pinned.ROW_LANES (the rows of the smallest tile a kernel loads)
 
 
@@ -154,7 +155,7 @@ class Ring:
         if not isinstance(self.cursors, RingCursors):
             raise TypeError(f"Ring.cursors must be RingCursors, got {type(self.cursors).__name__}")
         S, L, dev = self.cursors.num_slots, self.cursors.L, self.cursors.device
-        for name in ("k", "v", "g", "beta", "u", "folded"):
+        for name in RECORDS:
             t = getattr(self, name)
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"Ring.{name} must be a tensor, got {type(t).__name__}")
@@ -217,21 +218,23 @@ class Ring:
         return Ring(self.k.clone(), self.v.clone(), self.g.clone(), self.beta.clone(), self.u.clone(),
                     self.folded.clone(), cursors if cursors is not None else self.cursors.clone())  # fmt: skip
 
+    def records(self) -> tuple[torch.Tensor, ...]:
+        """The record buffers and the fold markers (``RECORDS``)."""
+        return tuple(getattr(self, name) for name in RECORDS)
+
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The record buffers, the fold markers and the cursors."""
-        return self.k, self.v, self.g, self.beta, self.u, self.folded, *self.cursors.tensors()
+        return *self.records(), *self.cursors.tensors()
 
     @cached_property
     def written_spans(self) -> list:
         """The byte spans of ``tensors()`` as tensors the ops write, computed once (``RingCursors.written_spans``)."""
-        return byte_spans(("ring", t) for t in (self.k, self.v, self.g, self.beta, self.u, self.folded)) + (
-            self.cursors.written_spans
-        )
+        return ring_spans(self, "ring")
 
     @property
     def nbytes(self) -> int:
         """Bytes of this layer's record buffers and fold markers (cursors excluded: they are shared)."""
-        return sum(t.numel() * t.element_size() for t in (self.k, self.v, self.g, self.beta, self.u, self.folded))
+        return sum(t.numel() * t.element_size() for t in self.records())
 
     @classmethod
     def allocate(
@@ -286,3 +289,9 @@ class Ring:
             folded=torch.full((num_slots, HV, max(1, V // MARK_ROWS)), -1, dtype=torch.int32, device=device),
             cursors=cursors,
         )
+
+
+def ring_spans(rings, name: str) -> list:
+    """The byte spans of a ``Ring``'s or ``RingLayers``' buffers (``RECORDS``) and of its cursors, as tensors the ops
+    write, under ``name``."""
+    return byte_spans((name, getattr(rings, kind)) for kind in RECORDS) + rings.cursors.written_spans

@@ -8,8 +8,7 @@ from functools import cached_property
 
 import torch
 
-from ._validate import byte_spans
-from .ring import Ring, RingCursors
+from .ring import RECORDS, Ring, RingCursors, ring_spans
 
 
 @dataclass(frozen=True)
@@ -29,20 +28,19 @@ class RingLayers:
     layers: tuple[Ring, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        kinds = ("k", "v", "g", "beta", "u", "folded")
-        for name in kinds:
+        for name in RECORDS:
             t = getattr(self, name)
             if not isinstance(t, torch.Tensor) or t.dim() < 2:
                 raise TypeError(f"RingLayers.{name} must be a tensor with a leading layer dim, got {t!r:.60}")
-        for name in kinds:  # the kernels index a layer's slot as ``layer * S + slot``: one dense allocation
+        for name in RECORDS:  # the kernels index a layer's slot as ``layer * S + slot``: one dense allocation
             if not getattr(self, name).is_contiguous():
                 raise ValueError(f"RingLayers.{name} must be contiguous (every layer's ring in one allocation)")
         n = self.k.shape[0]
-        if n < 1 or any(getattr(self, name).shape[0] != n for name in kinds):
+        if n < 1 or any(getattr(self, name).shape[0] != n for name in RECORDS):
             raise ValueError(f"RingLayers: every record kind needs the same number of layers >= 1, got "
-                             f"{[tuple(getattr(self, x).shape) for x in kinds]}")  # fmt: skip
+                             f"{[tuple(getattr(self, x).shape) for x in RECORDS]}")  # fmt: skip
         # Ring checks each layer's slice against the cursors and the others (shapes, dtypes, device, contiguity)
-        object.__setattr__(self, "layers", tuple(Ring(*(getattr(self, x)[i] for x in kinds), self.cursors)
+        object.__setattr__(self, "layers", tuple(Ring(*(getattr(self, x)[i] for x in RECORDS), self.cursors)
                                                  for i in range(n)))  # fmt: skip
 
     def __repr__(self) -> str:
@@ -52,9 +50,7 @@ class RingLayers:
     def written_spans(self) -> list:
         """Every layer's record buffers, fold markers and the cursors as byte spans the ops write, computed once
         (``Ring.written_spans``)."""
-        return byte_spans(("rings", t) for t in (self.k, self.v, self.g, self.beta, self.u, self.folded)) + (
-            self.cursors.written_spans
-        )
+        return ring_spans(self, "rings")
 
     @property
     def num_layers(self) -> int:
@@ -69,6 +65,5 @@ class RingLayers:
             raise ValueError(f"num_layers must be a positive int, got {num_layers!r}")
         one = Ring.allocate(num_slots, H, HV, K, V, L=L, window=window, dtype=dtype, u_dtype=u_dtype, device=device,
                             cursors=cursors)  # fmt: skip
-        stacked = (t.unsqueeze(0).repeat((num_layers,) + (1,) * t.dim()) for t in (one.k, one.v, one.g, one.beta,
-                                                                                     one.u, one.folded))  # fmt: skip
+        stacked = (t.unsqueeze(0).repeat((num_layers,) + (1,) * t.dim()) for t in one.records())
         return cls(*stacked, one.cursors)

@@ -237,3 +237,15 @@ def test_the_kernels_on_cpu_tensors_without_the_interpreter_are_a_named_error(mo
     with pytest.raises(ValueError, match="set TRITON_INTERPRET=1 before replayssm is imported"):
         use_triton("triton", torch.zeros(1))
     assert use_triton("reference", torch.zeros(1)) is False
+
+
+def test_the_cli_bounds_are_the_engines():
+    """--seed and --temperature are bounded in the CLI without importing torch; the bounds are the engine's."""
+    from replayssm.cli.common import SEED_MAX, TEMPERATURE_MAX
+    from replayssm.engine.checks import TEMPERATURE_MAX as ENGINE_MAX
+    from replayssm.engine.checks import check_seed, check_temperature
+
+    assert TEMPERATURE_MAX == ENGINE_MAX and check_temperature(TEMPERATURE_MAX) == TEMPERATURE_MAX
+    assert check_seed(SEED_MAX) == SEED_MAX
+    with pytest.raises(ValueError):
+        check_seed(SEED_MAX + 1)
