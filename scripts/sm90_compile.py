@@ -2,8 +2,7 @@
 runs in one launch) for an H200 (sm_90) on a machine without a GPU; report registers, stack (spills)
 and shared memory, and optionally write their SASS (a development tool: docs/kernels.md, "On the CPU").
 ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` compiles either way of the verify; ``REPLAYSSM_VERIFY_PDL=0`` / ``=1``
-forces the one-launch kernel's programmatic dependent launch off / on (by default: one-wave batches, as the op);
-``REPLAYSSM_VERIFY_FOLD_FIRST=1`` compiles the staged verify with its fold-first launch.
+forces the one-launch kernel's programmatic dependent launch off / on (by default: one-wave batches, as the op).
 
     python scripts/sm90_compile.py [--T 4] [--L 16] [--B 256] [--sass DIR]
 
@@ -114,7 +113,6 @@ def compile_verify(T: int, L: int, B: int, H=16, HV=64, K=128, V=128, dtype=torc
     )
     verify._window_prep_kernel = _capture("prep", verify._window_prep_kernel)
     verify._gdn_replay_verify_kernel = _capture("verify", verify._gdn_replay_verify_kernel)
-    verify._fold_first_kernel = _capture("fold_first", verify._fold_first_kernel)
     verify_launch.MAXNREG = {"maxnreg": 128}
     N = B * T
     q = torch.randn(N, H, K, dtype=dtype)

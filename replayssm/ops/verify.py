@@ -35,7 +35,6 @@ from ._validate import (
 )
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring import Ring
-from .verify_fold_first import _fold_first_kernel
 from .verify_kernel import _gdn_replay_verify_kernel
 from .verify_prep import META_FIELDS, _window_prep_kernel, prep_warps
 from .verify_window import dots_layout
@@ -205,7 +204,6 @@ def gdn_replay_verify(
         )  # fmt: skip
     else:  # the main kernel reads each row's slot, window and cursors itself, and sets ``pending``
         META = X = GA = GB = CW = slots  # not read
-    ff = vl.fold_first(staged)
     KC = min(ln.k_chunk, K)
     stages = max(1, min(ln.stages, K // KC))
     # a folding program copies its next state block into the idle chunk buffer while it folds, when it fits
@@ -213,22 +211,12 @@ def gdn_replay_verify(
     tc, nx, mma = vl.tensor_cores(ln, BT, KC, stages, dev)
     pack = staged and vl.pack_in_keys(L, K, BT, nx, ln.rows_per_program, v.element_size())
     W = ln.num_warps
-    DOTS = slots  # not read
-    if ff:  # flushing rows folded first, their window dots handed to the main kernel
-        cp2, cpv, cpg = (vl.main_layouts(ln, BT, KC)[i] for i in (3, 5, 6))
-        DOTS = torch.empty(B, HV, V, 2 * BT, dtype=torch.float32, device=dev)
-        _fold_first_kernel[(HV, B, ln.programs_per_head)](
-            checkpoint, ring.k, ring.v, ring.g, ring.beta, ring.folded, META, X, DOTS, H, HV, K, V, L, BT, ln.rows,
-            ln.rows_per_program, ln.layout, cp2, cpv, cpg, vl.SMEM, vl.ROWS1,
-            num_warps=W, **vl.MAXNREG,
-        )  # fmt: skip
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded,
-        META, X, GA, GB, CW, DOTS, slots, cu_seqlens, c.write_pos, c.base, c.flush, c.epoch, c.pending, H, HV, K, V, L,
+        META, X, GA, GB, CW, slots, cu_seqlens, c.write_pos, c.base, c.flush, c.epoch, c.pending, H, HV, K, V, L,
         BT, ln.rows, ln.rows_per_program, KC, vl.K_STEP, stages, ln.layout,
         *vl.main_layouts(ln, BT, KC), vl.SMEM, vl.chunk_smem(KC), vl.ROWS1, pre, vl.SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        vl.window_smem(tc, staged, BT), pdl, pack, ff, num_warps=W, **vl.MAXNREG,
-        **({"launch_pdl": True} if pdl else {}),
+        vl.window_smem(tc, staged, BT), pdl, pack, num_warps=W, **vl.MAXNREG, **({"launch_pdl": True} if pdl else {}),
     )  # fmt: skip
     return o

@@ -43,7 +43,6 @@ import triton.language as tl  # noqa: F401  (the interpreter looks for it in a k
 from ._gluon import async_copy, gl, jit, mma_v2
 from ._pinned import MARK
 from .verify_fold import _fold_head, _packed_views
-from .verify_fold_first import _given_dots
 from .verify_prep import META_ROW
 from .verify_window import _window_terms
 
@@ -85,7 +84,7 @@ def _window_outputs(dk, dq, v_raw, live_e, tok, a_s, pt_s, eg, beta, BT: tl.cons
 @jit
 def _gdn_replay_verify_kernel(
     q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring_k, ring_v, ring_g, ring_beta, ring_u, ring_folded, META,
-    X, GA, GB, CW, DOTS, slots, cu_seqlens, c_wp, c_base, c_flush, c_epoch, c_pending,
+    X, GA, GB, CW, slots, cu_seqlens, c_wp, c_base, c_flush, c_epoch, c_pending,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, BT: tl.constexpr,
     BV: tl.constexpr, BVP: tl.constexpr, KC: tl.constexpr, KS: tl.constexpr, STAGES: tl.constexpr,
     TILE: tl.constexpr, L3: tl.constexpr, M2: tl.constexpr, CPT: tl.constexpr, CP2: tl.constexpr,
@@ -93,7 +92,6 @@ def _gdn_replay_verify_kernel(
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
     LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr, PACK: tl.constexpr,
-    FF: tl.constexpr,
 ):  # fmt: skip
     if PDL:  # a programmatic dependent launch: wait for the kernel before to finish, then let the next one launch
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // $0", "=r", [],
@@ -174,7 +172,7 @@ def _gdn_replay_verify_kernel(
         rk = ring_k + (s64 * H + i_h) * L * K
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
-        if (not FF) and (fl != 0):  # 1. fold (once per epoch), then an empty history (FF: folded already)
+        if fl != 0:  # 1. fold (once per epoch), then an empty history
             if STAGED:  # noqa: SIM108  (a constexpr branch: only one load is compiled)
                 ep = gl.load(mb + 6)
             else:
@@ -187,91 +185,86 @@ def _gdn_replay_verify_kernel(
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
 
-        if FF and (fl != 0):  # folded by the fold-first launch (verify_fold_first): its S0 x dots are given
-            acc_k, acc_q = _given_dots(DOTS, v, GA, GB, vw, a_s, pt_s, gb_s, vh, bos, T, r0, i_hv, HV, V, BT, BVP, CPV,
-                                       M2, EPI)  # fmt: skip
-        else:
-            # 2. Copies: the first chunk with the step's vectors (group 0), then one group per further chunk.
-            c_rows = gl.arange(0, BVP, layout=gl.SliceLayout(1, CPT))
-            c_cols = gl.arange(0, KC, layout=gl.SliceLayout(0, CPT))
-            c_ptr = ckpt + gl.expand_dims(r0 + c_rows, 1) * K + gl.expand_dims(c_cols, 0)
-            if not STAGED:  # the history's keys alone first: their dots need no checkpoint
-                jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
-                kk = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
-                p_keys = rk + ((bs + jk) & (L - 1)) * K + kk
-                async_copy.async_copy_global_to_shared(keys, p_keys, mask=(jk < n_hist) & (kk < K))
-                async_copy.commit_group()
-            async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
-            if STAGED:
-                x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
-                x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
-                head = req * H + i_h
-                p_x = X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
-                async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), p_x)
-            j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
-            r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
-            async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
-            if STAGED:
-                jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
-                c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
-                p_cw = CW + vh * (L * 2 * BT) + jc * (2 * BT) + c2
-                async_copy.async_copy_global_to_shared(cs, p_cw, mask=jc < n_hist)
-            v_t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, CPV)), 1)  # [BT, 1]
-            v_tok = bos.to(gl.int64) + gl.where(v_t < T, v_t, 0)
-            async_copy.async_copy_global_to_shared(vw, v + (v_tok * HV + i_hv) * V + r2, mask=v_t < T)
+        # 2. Copies: the first chunk with the step's vectors (group 0), then one group per further chunk.
+        c_rows = gl.arange(0, BVP, layout=gl.SliceLayout(1, CPT))
+        c_cols = gl.arange(0, KC, layout=gl.SliceLayout(0, CPT))
+        c_ptr = ckpt + gl.expand_dims(r0 + c_rows, 1) * K + gl.expand_dims(c_cols, 0)
+        if not STAGED:  # the history's keys alone first: their dots need no checkpoint
+            jk = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP2)), 1)
+            kk = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, CP2)), 0)
+            p_keys = rk + ((bs + jk) & (L - 1)) * K + kk
+            async_copy.async_copy_global_to_shared(keys, p_keys, mask=(jk < n_hist) & (kk < K))
             async_copy.commit_group()
-            for st in gl.static_range(1, STAGES):
-                async_copy.async_copy_global_to_shared(chunks.index(st), c_ptr + st * KC)
-                async_copy.commit_group()
-            if STAGED:
-                i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
-                i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
-                p_ga = GA + vh * (2 * BT * BT) + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0)
-                a_s.store(gl.load(p_ga))
-                pt_s.store(gl.load(p_ga + BT * BT))
-                i4 = gl.arange(0, 4, layout=gl.SliceLayout(1, M2))
-                gb_s.store(gl.load(GB + vh * (4 * BT) + gl.expand_dims(i4, 1) * BT + gl.expand_dims(i1, 0)))
-            else:
-                _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h, i_hv, i_v, rk, rg, rb, xs,
-                              keys, cs, ap_s, gb_s, H, HV, K, L, BT, STAGES, ROWS, LG, CWG, LH, CWH)  # fmt: skip
+        async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
+        if STAGED:
+            x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
+            x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
+            head = req * H + i_h
+            p_x = X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
+            async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), p_x)
+        j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
+        r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
+        async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
+        if STAGED:
+            jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
+            c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
+            async_copy.async_copy_global_to_shared(cs, CW + vh * (L * 2 * BT) + jc * (2 * BT) + c2, mask=jc < n_hist)
+        v_t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, CPV)), 1)  # [BT, 1]
+        v_tok = bos.to(gl.int64) + gl.where(v_t < T, v_t, 0)
+        async_copy.async_copy_global_to_shared(vw, v + (v_tok * HV + i_hv) * V + r2, mask=v_t < T)
+        async_copy.commit_group()
+        for st in gl.static_range(1, STAGES):
+            async_copy.async_copy_global_to_shared(chunks.index(st), c_ptr + st * KC)
+            async_copy.commit_group()
+        if STAGED:
+            i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
+            i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
+            p_ga = GA + vh * (2 * BT * BT) + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0)
+            a_s.store(gl.load(p_ga))
+            pt_s.store(gl.load(p_ga + BT * BT))
+            i4 = gl.arange(0, 4, layout=gl.SliceLayout(1, M2))
+            gb_s.store(gl.load(GB + vh * (4 * BT) + gl.expand_dims(i4, 1) * BT + gl.expand_dims(i1, 0)))
+        else:
+            _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h, i_hv, i_v, rk, rg, rb, xs,
+                          keys, cs, ap_s, gb_s, H, HV, K, L, BT, STAGES, ROWS, LG, CWG, LH, CWH)  # fmt: skip
 
-            # S0 x for the window vectors, a chunk of K at a time: on tensor cores (three TF32 products of hi/lo parts,
-            # fp32-accurate) or as in-thread FMA rows.
+        # S0 x for the window vectors, a chunk of K at a time: on tensor cores (three TF32 products of hi/lo parts,
+        # fp32-accurate) or as in-thread FMA rows.
+        if TC:
+            DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
+            DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=1)
+            acc = gl.zeros([BVP, NX], gl.float32, layout=MMA)
+        else:
+            acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+            acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+        for c in gl.static_range(NC):
+            async_copy.wait_group(STAGES - 1)
+            gl.thread_barrier()
+            buf = chunks.index(c % STAGES)
             if TC:
-                DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
-                DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=1)
-                acc = gl.zeros([BVP, NX], gl.float32, layout=MMA)
+                for ks in gl.static_range(0, KC, 16):
+                    a_hi, a_lo = _tf32_parts(buf.slice(ks, 16, dim=1).load(DA))  # [BVP, 16]
+                    b_hi, b_lo = _tf32_parts(xs.slice(c * KC + ks, 16, dim=1).permute((1, 0)).load(DB))  # [16, NX]
+                    acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
+                    acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
+                    acc = mma_v2(a_hi, b_hi, acc, input_precision="tf32")
             else:
-                acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
-                acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
-            for c in gl.static_range(NC):
-                async_copy.wait_group(STAGES - 1)
-                gl.thread_barrier()
-                buf = chunks.index(c % STAGES)
-                if TC:
-                    for ks in gl.static_range(0, KC, 16):
-                        a_hi, a_lo = _tf32_parts(buf.slice(ks, 16, dim=1).load(DA))  # [BVP, 16]
-                        b_hi, b_lo = _tf32_parts(xs.slice(c * KC + ks, 16, dim=1).permute((1, 0)).load(DB))  # [16, NX]
-                        acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
-                        acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
-                        acc = mma_v2(a_hi, b_hi, acc, input_precision="tf32")
-                else:
-                    for ks in gl.static_range(0, KC, KS):
-                        h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
-                        xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
-                        xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
-                        acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
-                        acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
-                gl.thread_barrier()  # every warp is done with this stage: refill it
-                if c + STAGES < NC:
-                    async_copy.async_copy_global_to_shared(chunks.index(c % STAGES), c_ptr + (c + STAGES) * KC)
-                async_copy.commit_group()
-            if TC:  # to the window math's layout (a row per thread) through the (now idle) chunk buffer
-                acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)
-                acc_s.store(acc)
-                gl.thread_barrier()
-                acc_k = acc_s.slice(0, BT, dim=1).load(EPI)
-                acc_q = acc_s.slice(BT, BT, dim=1).load(EPI)
+                for ks in gl.static_range(0, KC, KS):
+                    h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
+                    xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))  # [BT, KS]
+                    xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
+                    acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
+                    acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
+            gl.thread_barrier()  # every warp is done with this stage: refill it
+            if c + STAGES < NC:
+                async_copy.async_copy_global_to_shared(chunks.index(c % STAGES), c_ptr + (c + STAGES) * KC)
+            async_copy.commit_group()
+        if TC:  # to the window math's layout (a row per thread) through the (now idle) chunk buffer
+            acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)
+            acc_s.store(acc)
+            gl.thread_barrier()
+            acc_k = acc_s.slice(0, BT, dim=1).load(EPI)
+            acc_q = acc_s.slice(BT, BT, dim=1).load(EPI)
 
         # 3. The history term, then the window.
         eh = gbv.slice(2, 1, dim=0).load(EPI)  # [1, BT]: e^Gt

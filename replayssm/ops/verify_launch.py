@@ -154,17 +154,6 @@ def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     return programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
 
 
-def fold_first(staged: bool) -> bool:
-    """Whether a staged verify folds its flushing rows in a launch of their own before the main kernel
-    (``verify_fold_first``), which hands the main kernel the folded rows' window dots, rather than inside the main
-    kernel (``verify_fold``). ``REPLAYSSM_VERIFY_FOLD_FIRST=0`` / ``=1`` forces it off / on (staged launches only);
-    any other value raises ``ValueError``. Off by default until measured on a GPU (bench/NOTES.md)."""
-    env = os.environ.get("REPLAYSSM_VERIFY_FOLD_FIRST", "")
-    if env not in ("", "0", "1"):
-        raise ValueError(f"REPLAYSSM_VERIFY_FOLD_FIRST must be 0, 1 or unset, got {env!r}")
-    return staged and env == "1"
-
-
 def use_tensor_cores(device: torch.device) -> bool:
     """The verify's window dots run on tensor cores (TF32 x 3) on CUDA devices of compute capability >= 8.0;
     ``REPLAYSSM_VERIFY_TC=0`` keeps them on FMA units (a switch for benchmarks and comparisons). In the CPU
