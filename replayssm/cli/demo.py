@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
 
 
 KERNEL_RESULTS = "bench/results/2026-12-04c-h200/"  # bench kernels on the H200 (the last official runs)
-ENGINE_RESULTS = "bench/results/2026-12-03b-h200/"  # bench e2e on the H200 (the last official runs)
+ENGINE_RESULTS = "bench/results/2026-12-05-h200/"  # bench e2e on the H200 (the last official runs)
 CPU_NOTE = (
     "On a CPU the kernels run as their PyTorch references, so tokens/s below is no measure of speed: there "
     "ReplaySSM's window formula (a small triangular solve per head) costs more than the baseline's plain loop, and "

@@ -2,10 +2,12 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 from replayssm.cli import main
+from replayssm.cli.demo import ENGINE_RESULTS
 from replayssm.tiny import TINY_MODEL
 
 
@@ -60,7 +62,8 @@ def test_demo_explains_a_cpu_run(tmp_path, capsys):
     """A short demo: every run's line as it ends, the CPU note, the summary; --json holds the same numbers."""
     assert main(["demo", "--max-new-tokens", "3", "--device", "cpu", "--json", str(tmp_path / "d.json")]) == 0
     out = capsys.readouterr().out
-    assert "tokens/s below is no measure of speed" in out and "bench/results/2026-12-03b-h200/" in out
+    assert "tokens/s below is no measure of speed" in out and ENGINE_RESULTS in out
+    assert (Path(__file__).parents[2] / ENGINE_RESULTS / "e2e_27b.json").is_file()  # the folder it cites holds the run
     assert "every speculative run gave exactly the plain tokens: yes" in out
     assert "bitwise equal to the recurrent baseline's, every layer, after each of" in out and ": NO" not in out
     res = json.loads((tmp_path / "d.json").read_text())
