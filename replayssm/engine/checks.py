@@ -47,7 +47,8 @@ def check_token_ids(ids, vocab: int, name: str = "token ids") -> None:
     if isinstance(ids, torch.Tensor):
         if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
             raise TypeError(f"{name} must be integers, got a {ids.dtype} tensor")
-        bad = ids[(ids < 0) | (ids >= vocab)].tolist() if ids.numel() else []
+        wide = ids.long()  # (a uint8 id compared with a vocabulary of more than 255 would wrap)
+        bad = ids[(wide < 0) | (wide >= vocab)].tolist() if ids.numel() else []
     else:
         wrong = [t for t in ids if not is_int(t)]
         if wrong:

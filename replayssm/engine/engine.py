@@ -207,6 +207,7 @@ class Engine:
             try:
                 nxt = self._launch(batch, chain=True)
             except BaseException:  # the step in flight is done all the same: its tokens are emitted
+                self.iteration -= 1  # (a retry is this iteration again: arrivals are admitted as in a first try)
                 self.drain()
                 raise
             self._steps.append((nxt, batch))
@@ -219,7 +220,12 @@ class Engine:
             if why:
                 raise RuntimeError(f"the engine cannot make progress: {why}")
             return any(not r.done for r in self.requests)
-        self._steps.append((self._launch(batch, chain=False), batch))
+        try:
+            launched = self._launch(batch, chain=False)
+        except BaseException:
+            self.iteration -= 1
+            raise
+        self._steps.append((launched, batch))
         if not self.overlap:
             self._collect()
         return True
@@ -264,10 +270,13 @@ class Engine:
 
     def _launch(self, batch: list[Request], chain: bool) -> PendingStep:
         gen = self.gen.get_state()
+        bench = self.bench.gen.get_state() if self.bench is not None else None
         try:  # launch checks everything first; a failed step is aborted (no request moved, nothing committed)
             return self._enqueue(batch, chain)
         except BaseException as e:
-            self.gen.set_state(gen)  # a retry draws the uniforms this attempt drew
+            self.gen.set_state(gen)  # a retry draws the uniforms (and prescribed counts) this attempt drew
+            if bench is not None:
+                self.bench.gen.set_state(bench)
             for r in batch:  # a failed in-place decode (recurrent backend) can destroy its rows' states
                 if r.slot in self.runner.lost:
                     self._give_up(r, e)
@@ -328,21 +337,30 @@ class Engine:
 
     def preempt(self, r: Request) -> None:
         """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV, drafter) to the CPU; free
-        its slot."""
+        its slot. The step in flight, if any, is finished first (its tokens emitted); a request that is not
+        running is refused before that."""
         if not any(r is q for q in self.requests):
             raise ValueError(f"r must be a Request of this engine (from add), got {r!r:.80}")
-        self.drain()
-        if r.slot is None or r.done:
+        if r.slot is None or r.done:  # (before the drain: a refused call finishes no step)
             raise ValueError(f"request {r.id} is not running")
+        self.drain()
+        if r.slot is None or r.done:  # it finished in the step the drain completed
+            raise ValueError(f"request {r.id} is not running (it finished in the step in flight)")
         r.parked = self.runner.offload(r.slot)
         r.slot = None
 
     def resume(self, r: Request) -> None:
+        """Restore a preempted request into a free slot (``ModelRunner.restore``). Refused before anything moves
+        when ``r`` is not this engine's or not preempted, or when no slot is free and no step is in flight; with
+        a step in flight, that step is finished first (its tokens emitted, as the next ``step`` would), since
+        only then is it known whether it frees a slot."""
         if not any(r is q for q in self.requests):
             raise ValueError(f"r must be a Request of this engine (from add), got {r!r:.80}")
-        self.drain()
         if r.parked is None:
             raise ValueError(f"request {r.id} is not preempted")
+        if not self._steps:
+            self.runner.check_restore(r.parked)
+        self.drain()
         r.slot, r.parked = self.runner.restore(r.parked), None
 
 

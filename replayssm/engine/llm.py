@@ -182,13 +182,13 @@ class LLM:
         if arrivals is not None and (not isinstance(arrivals, (list, tuple)) or len(arrivals) != len(ids)):
             raise ValueError(f"arrivals must list one engine iteration per prompt ({len(ids)}), got {arrivals!r:.80}")
         eng = self.engine(temperature=temperature, seed=seed, ignore_eos=ignore_eos)
-        self.lockstep_checks = 0
         if self.runner_config.shadow_backend is not None:
             eng.overlap = False  # every step committed before the next starts: the two pools can be compared
             eng.on_commit = lambda slots: self._check_lockstep(eng, slots)
         try:
             for i, p in enumerate(ids):
                 eng.add(p, max_new_tokens, arrival=arrivals[i] if arrivals else 0)
+            self.lockstep_checks = 0  # (once every request is taken: a refused call leaves the last count)
             reqs = eng.run()
         except BaseException:
             eng.release()

@@ -109,7 +109,25 @@ class MTPDrafter:
         return {"kv": self.kv.gather(slots), "hidden": self.hidden[idx].cpu(), "tokens": self.tokens[idx].cpu(),
                 "num_accepted": self.num_accepted[idx].cpu()}  # fmt: skip
 
+    def check_parked(self, parked, num_slots: int) -> None:
+        """Raise unless ``parked`` is what ``park`` returns for ``num_slots`` slots of this drafter (before anything
+        is written: ``ModelRunner.restore`` asks first)."""
+        keys = {"kv", "hidden", "tokens", "num_accepted"}
+        if not isinstance(parked, dict) or set(parked) != keys:
+            got = sorted(parked) if isinstance(parked, dict) else type(parked).__name__
+            raise ValueError(f"parked drafter state must be a dict of {sorted(keys)} (from park), got {got}")
+        self.kv.check_parked(parked["kv"], num_slots)
+        for name, mine in (("hidden", self.hidden), ("tokens", self.tokens), ("num_accepted", self.num_accepted)):
+            t, want = parked[name], (num_slots, *mine.shape[1:])
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != want or t.dtype != mine.dtype or t.is_meta:
+                got = (tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"parked drafter {name} must be a {want} {mine.dtype} tensor holding data, got {got}")
+        n = parked["num_accepted"]
+        if bool(((n < 1) | (n > self.tokens.shape[1])).any()):
+            raise ValueError(f"parked drafter num_accepted {n.tolist()} outside [1, window={self.tokens.shape[1]}]")
+
     def unpark(self, slots: torch.Tensor, parked: dict) -> None:
+        self.check_parked(parked, slots.shape[0])
         idx = slots.long()
         self.kv.scatter(slots, parked["kv"])
         self.hidden[idx] = parked["hidden"].to(self.hidden.device)

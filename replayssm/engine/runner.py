@@ -18,6 +18,7 @@ import torch
 
 from ..models.model import HybridLM
 from ..models.step import Step, StepKind
+from ..ops._validate import check_count
 from ..state import GDNStatePool
 from ..state.backend import GDNStateBackend
 from ..state.kv import KVCache
@@ -338,8 +339,7 @@ class ModelRunner:
         return n, [row[1 : 1 + k] for row, k in zip(res.tolist(), n)]
 
     def offload(self, slot: int) -> ParkedRequest:
-        """Move a committed slot's state (GDN checkpoint, ring, cursors, conv; KV rows; drafter state) to the CPU
-        and free it."""
+        """Move an idle slot's state (GDN checkpoint, ring, cursors, conv; KV; drafter state) to the CPU; free it."""
         if slot not in self._live:
             raise ValueError(f"slot {slot!r} is not allocated")
         self._check_idle([slot])
@@ -350,15 +350,14 @@ class ModelRunner:
         self.free(slot)
         return parked
 
+    def check_restore(self, parked: ParkedRequest) -> None:
+        """Raise what ``restore(parked)`` would raise before it allocates (``ParkedRequest.check_fits``)."""
+        ParkedRequest.check_fits(parked, self.pool, self.kv, self.drafter)
+
     def restore(self, parked: ParkedRequest) -> int:
-        """A new slot holding ``parked``; it continues bit for bit where it stopped. Refused, with nothing
-        allocated, when ``parked`` does not fit this runner; if copying it in fails, the new slot is freed."""
-        if not isinstance(parked, ParkedRequest):
-            raise TypeError(f"parked must be a ParkedRequest (from offload), got {type(parked).__name__}")
-        if (self.drafter is None) != (parked.drafter is None):
-            raise ValueError("parked with a different drafter setup than this runner's (device_drafter)")
-        self.kv.check_parked(parked.kv, 1)
-        self.pool.check_restore(parked.gdn)
+        """A new slot holding ``parked``; it continues bit for bit where it stopped. Refused, with nothing allocated,
+        when it does not fit (``check_restore``); if copying it in fails all the same, the new slot is freed."""
+        self.check_restore(parked)
         slot = self.pool.restore(parked.gdn)
         s = int(slot[0])
         self._live.add(s)
@@ -389,9 +388,12 @@ class ModelRunner:
         return self._lens[slot]
 
     def pad_kv(self, slots: list[int], n: int) -> None:
-        """FOR BENCHMARKS ONLY: the slots pretend to hold ``n`` more committed tokens, whose keys and values are
-        whatever their new pages hold. Memory and attention cost become those of a longer context without
-        prefilling it; what the model computes from then on is meaningless."""
+        """FOR BENCHMARKS ONLY: the slots (allocated, idle) pretend to hold ``n`` (>= 0) more committed tokens, whose
+        keys and values are whatever their new pages hold: the memory and attention cost of a longer context
+        without prefilling it; what the model computes from then on is meaningless."""
+        slots = check_slots(slots, len(slots) if isinstance(slots, (list, tuple)) else -1, self._live)
+        self._check_idle(slots)
+        n = check_count("n", n, 0)
         self.kv.reserve(slots, [self._lens[s] + n + self.cfg.window for s in slots])
         self.kv.lens[self._slots(slots).long()] += n
         for s in slots:

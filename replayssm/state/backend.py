@@ -35,6 +35,11 @@ class GDNStateBackend(Protocol):
     @property
     def num_free(self) -> int: ...
 
+    @property
+    def verifies(self) -> bool:
+        """Whether ``verify`` is taken (a recurrent pool of window 1 only decodes)."""
+        ...
+
     def alloc(self, n: int) -> torch.Tensor:
         """``n`` fresh slots (zero state, empty history) as an int32 tensor."""
         ...
@@ -43,6 +48,10 @@ class GDNStateBackend(Protocol):
 
     def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
         """Committed state of fresh ``slots`` after a prompt: state [n, HV, V, K] fp32, conv_state [n, W-1, C]."""
+        ...
+
+    def check_write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor):
+        """Raise what ``write_prefill`` would raise before changing anything."""
         ...
 
     def conv_update(self, layer: int, x: torch.Tensor, *, weight: torch.Tensor, bias: torch.Tensor | None,

@@ -86,10 +86,7 @@ class KVCache:
         if not self.dynamic:
             return
         need = [(s, self.pages_for(n) - len(self._pages[s])) for s, n in zip(slots, lengths)]
-        total = sum(max(0, k) for _, k in need)
-        if total > len(self._free):
-            raise PoolExhaustedError(f"the KV cache needs {total} more pages of {self.page_size} tokens, "
-                                     f"{len(self._free)} of {self.num_pages} are free")  # fmt: skip
+        self._check_free_pages(sum(max(0, k) for _, k in need))
         cells, pages = [], []
         for s, k in need:
             for _ in range(k):
@@ -99,6 +96,16 @@ class KVCache:
                 pages.append(page)
         if cells:
             self.block_table.view(-1)[self._ids(cells)] = self._ids(pages, torch.int32)
+
+    def _check_free_pages(self, total: int) -> None:
+        if total > len(self._free):
+            raise PoolExhaustedError(f"the KV cache needs {total} more pages of {self.page_size} tokens, "
+                                     f"{len(self._free)} of {self.num_pages} are free")  # fmt: skip
+
+    def check_room(self, lengths: list[int]) -> None:
+        """Raise what ``reserve`` would raise for slots that hold no pages yet (fresh ones) and these lengths."""
+        if self.dynamic:
+            self._check_free_pages(sum(self.pages_for(int(n)) for n in lengths))
 
     def _check_ids(self, name: str, slots) -> list[int]:
         """``slots`` as Python ints (NumPy integers taken as the ints they are): distinct ids in [0, num_slots)."""
@@ -201,6 +208,8 @@ class KVCache:
             if not isinstance(t, torch.Tensor) or tuple(t.shape) != want or t.dtype != self.k.dtype:
                 got = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
                 raise ValueError(f"parked KV {name} must be a {want} {self.k.dtype} tensor, got {got}")
+            if t.is_meta:
+                raise ValueError(f"parked KV {name} is on the meta device: it holds no entries to restore")
 
     def scatter(self, slots: torch.Tensor, data: dict) -> None:
         """Put ``gather``'s entries into ``slots`` (reserving their pages first). Checks ``data`` and the pages

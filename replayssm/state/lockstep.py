@@ -19,12 +19,15 @@ from .transfer import ParkedSlots
 
 def _lockstep_fields(pool) -> dict:
     """What must agree between lockstep pools so that a call one accepts, every one accepts (each checks everything
-    before it writes, so a refusal then leaves every pool as it was). Backend, ring length, ``u_dtype`` and ``impl``
-    may differ: they change how a pool keeps its state, not which calls it takes."""
+    before it writes, so a refusal then leaves every pool as it was). Backend, ring length and ``u_dtype`` may
+    differ: they change how a pool keeps its state, not which calls it takes. ``impl`` may not: the kernels and the
+    references refuse different inputs (the kernels off a GPU without the interpreter, bf16 in the interpreter).
+    What the backends still check differently is checked on every pool before any of them writes: ``verify`` (a
+    recurrent pool of window 1 takes none) and ``write_prefill`` (a replay slot with history takes none)."""
     cfg = pool.cfg
     return dict(num_slots=cfg.num_slots, num_layers=cfg.num_layers, shape=cfg.shape, window=cfg.window,
                 dtype=cfg.dtype, conv_kernel=cfg.conv_kernel, channels=cfg.channels, max_batch=cfg.batch_rows,
-                validate=cfg.validate, device=pool.device)  # fmt: skip
+                validate=cfg.validate, impl=cfg.impl, device=pool.device)  # fmt: skip
 
 
 class LockstepPool:
@@ -32,7 +35,7 @@ class LockstepPool:
 
     ``extra`` shadows (e.g. the experimental open-loop pool of the drift study) are fed the same way. The pools
     must be distinct objects that accept the same calls (``_lockstep_fields``: slots, layers, head shape, window,
-    dtype, conv geometry, batch rows, validation, device); anything else is refused here, before any call.
+    dtype, conv geometry, batch rows, validation, ``impl``, device); anything else is refused here, before any call.
     """
 
     def __init__(self, primary: GDNStateBackend, shadow: GDNStateBackend, *extra: GDNStateBackend):
@@ -88,13 +91,26 @@ class LockstepPool:
     def free(self, slots: torch.Tensor) -> None:
         self._each("free", slots)
 
+    def check_write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor):
+        """Every pool's ``check_write_prefill`` (a replay pool refuses slots with ring history; a recurrent one
+        keeps none)."""
+        for p in self._all:
+            p.check_write_prefill(layer, slots, state, conv_state)
+
     def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
+        self.check_write_prefill(layer, slots, state, conv_state)  # every pool, before any of them writes
         self._each("write_prefill", layer, slots, state, conv_state)
 
     def conv_update(self, layer: int, x: torch.Tensor, **kw) -> torch.Tensor:
         return self._each("conv_update", layer, x, **kw)[0]
 
+    @property
+    def verifies(self) -> bool:
+        return all(p.verifies for p in self._all)
+
     def verify(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:
+        if not self.verifies:  # before the primary verifies: a recurrent pool of window 1 takes no verify
+            raise ValueError("a pool of this lockstep pair has window=1 and keeps no snapshots: it can only decode()")
         return self._each("verify", layer, q, k, v, a, b, **kw)[0]
 
     def decode(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:

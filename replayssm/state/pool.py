@@ -27,6 +27,8 @@ from ..ops import (
     ring_mark_folded,
     ring_reset,
 )
+from ..ops._common import use_triton
+from ..ops._gluon import check_interpretable
 from ..ops._validate import check_tensor
 from ..ops.conv import causal_conv1d_update, conv_commit
 from ..ops.snapshots import commit_snapshots
@@ -86,6 +88,11 @@ class GDNStatePool:
     def num_free(self) -> int:
         return self.tracker.num_free
 
+    @property
+    def verifies(self) -> bool:
+        """Whether this pool takes ``verify`` (every pool but a recurrent one of window 1, which only decodes)."""
+        return self.cfg.backend == "replay" or self.snapshots is not None
+
     def _ids(self, slots, name="slots", padding=True) -> list[int]:
         if not isinstance(slots, torch.Tensor) or slots.dtype != torch.int32 or slots.dim() != 1:
             raise TypeError(f"{name} must be a 1-D int32 tensor, got {slots!r:.80}")
@@ -105,7 +112,16 @@ class GDNStatePool:
 
     def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
         """Set the committed state of ``slots`` after prefill: state [n, HV, V, K] fp32, conv_state
-        [n, W-1, C]. The slots' rings must be empty (fresh, or ``flush``ed)."""
+        [n, W-1, C] (on any device that holds data: both are copied to the pool's device before either is
+        written). The slots' rings must be empty (fresh, or ``flush``ed)."""
+        self.check_write_prefill(layer, slots, state, conv_state)
+        state, conv_state = state.to(self.device), conv_state.to(self.device)
+        idx = slots.long()
+        self.checkpoint[layer, idx] = state
+        self.conv_state[layer, idx] = conv_state
+
+    def check_write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor):
+        """Raise what ``write_prefill`` would raise before changing anything; return quietly otherwise."""
         layer = self._layer(layer)
         ids = self._ids(slots, padding=False)
         n = slots.shape[0]
@@ -119,14 +135,14 @@ class GDNStatePool:
                 got = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
                 error = ValueError if isinstance(t, torch.Tensor) and t.dtype == dt else TypeError
                 raise error(f"{name} must be a {dt} tensor of shape {shape}, got {got}")
+            if t.is_meta:
+                raise ValueError(f"{name} is on the meta device: it holds no values to write")
         if cfg.validate:
             self.tracker.check_idle(ids, "write_prefill")
             if cfg.backend == "replay":
                 pending = [s for s in ids if int(self.cursors.write_pos[s])]
                 if pending:
                     raise ValueError(f"slots {pending} hold unfolded ring history; flush() them before write_prefill")
-        self.checkpoint[layer, slots.long()] = state.to(self.device)
-        self.conv_state[layer, slots.long()] = conv_state.to(self.device)
 
     def conv_update(self, layer: int, x: Tensor, *, weight: Tensor, bias: Tensor | None, slots: Tensor,
                     cu_seqlens: Tensor, split: tuple[int, int, int] | None = None):  # fmt: skip
@@ -168,8 +184,13 @@ class GDNStatePool:
         ids = self._ids(slots)
         self._cu(cu_seqlens, slots.shape[0])
         cfg = self.cfg
-        if kind == "verify" and cfg.backend == "recurrent" and self.snapshots is None:
+        if kind == "verify" and not self.verifies:
             raise ValueError("this recurrent pool has window=1 and keeps no snapshots: it can only decode()")
+        for name, t in (("q", q), ("k", k), ("v", v), ("a", a), ("b", b)):  # both backends refuse alike
+            if isinstance(t, Tensor) and t.dtype != cfg.dtype:
+                raise TypeError(f"{name} is {t.dtype}; this pool's activations are {cfg.dtype} (PoolConfig.dtype)")
+        if isinstance(q, Tensor) and use_triton(cfg.impl, q):  # the replay kernels refuse bf16 in the interpreter
+            check_interpretable(q=q)  # (so does the recurrent pool)
         if cfg.validate:
             self.tracker.check_call("ssm", layer, ids, cu_seqlens, kind)
         kw = dict(A_log=A_log, dt_bias=dt_bias, slots=slots, cu_seqlens=cu_seqlens, scale=scale, impl=cfg.impl)

@@ -100,6 +100,8 @@ def _desc(t) -> str:
 def _expect(name: str, t, shape: tuple, dtype: torch.dtype) -> None:
     if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(shape) or t.dtype != dtype:
         raise ValueError(f"ParkedSlots.{name} must be a {tuple(shape)} {dtype} tensor, got {_desc(t)}")
+    if t.is_meta:
+        raise ValueError(f"ParkedSlots.{name} is on the meta device: it holds no state to restore")
 
 
 def _ring_template(cfg: PoolConfig) -> dict[str, torch.Tensor]:
@@ -116,6 +118,14 @@ def _gather(pool, slots: torch.Tensor, to: torch.device):
         ring = {n: getattr(pool.ring_layers, n.removeprefix("ring_"))[:, idx].to(to, copy=True) for n in _RING}
         cursors = {n: getattr(pool.cursors, n)[idx].to(to, copy=True) for n in _CURSORS}
     return pool.checkpoint[:, idx].to(to, copy=True), pool.conv_state[:, idx].to(to, copy=True), ring, cursors
+
+
+def _to(device: torch.device, checkpoint, conv_state, ring, cursors):
+    """The parked tensors on ``device``, each copied there before any slot is taken (a copy that fails, fails
+    first)."""
+    ring = None if ring is None else {n: t.to(device) for n, t in ring.items()}
+    cursors = None if cursors is None else {n: t.to(device) for n, t in cursors.items()}
+    return checkpoint.to(device), conv_state.to(device), ring, cursors
 
 
 def _scatter(pool, slots: torch.Tensor, checkpoint, conv_state, ring, cursors) -> None:
@@ -152,8 +162,9 @@ def check_restore(pool, parked: ParkedSlots) -> None:
 
 def restore(pool, parked: ParkedSlots) -> torch.Tensor:
     check_restore(pool, parked)
+    data = _to(pool.device, parked.checkpoint, parked.conv_state, parked.ring, parked.cursors)
     new = pool.alloc(parked.num_slots)
-    _scatter(pool, new, parked.checkpoint, parked.conv_state, parked.ring, parked.cursors)
+    _scatter(pool, new, *data)
     return new
 
 
