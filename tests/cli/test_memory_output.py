@@ -1,7 +1,10 @@
 """replayssm memory's table: one label per number (snapshots vs ring), columns that hold any number, and no
 snapshots at T=1."""
 
+import os
 import re
+import subprocess
+import sys
 
 from replayssm.cli import main
 from replayssm.models.memory import plan_memory
@@ -54,3 +57,15 @@ def test_window_1_has_no_snapshots(capsys):
     assert main(["memory", "--model", "qwen3.5-122b-a10b", "--window", "1"]) == 0
     out = capsys.readouterr().out
     assert "T=1 is plain decoding" in out and "(no snapshots)" in out
+
+
+def test_a_reader_that_goes_away_gets_no_traceback():
+    """``replayssm memory ... | head`` printed a BrokenPipeError traceback when head closed the pipe first."""
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before anything is written
+    try:
+        p = subprocess.run([sys.executable, "-m", "replayssm", "memory", "--model", "qwen3.5-122b-a10b", "--json"],
+                           stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)  # fmt: skip
+    finally:
+        os.close(w)
+    assert p.returncode == 1 and "Traceback" not in p.stderr and "BrokenPipeError" not in p.stderr
