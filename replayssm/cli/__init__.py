@@ -53,5 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader of stdout went away (``| head``): stop quietly, as Python's docs advise
+        if debug_enabled(argv):
+            traceback.print_exc()
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the interpreter's last flush, too)
         return 1

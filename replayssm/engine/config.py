@@ -98,10 +98,11 @@ class ParkedRequest:
     kv: dict[str, torch.Tensor]
     drafter: dict | None = None
 
-    def check_fits(self, pool, kv, drafter) -> None:
+    def check_fits(self, pool, kv, drafter, room: bool = True) -> None:
         """Raise unless a runner of this pool, KV cache and device drafter (or None) can restore it now: the same
-        drafter setup, KV rows, drafter state and GDN state of their layouts, and room in the pool and in the KV
-        caches for a fresh slot (which holds no pages). ``ModelRunner.restore`` asks before it allocates."""
+        drafter setup, KV rows, drafter state and GDN state of their layouts, and (``room``) room in the pool and
+        in the KV caches for a fresh slot (which holds no pages). ``ModelRunner.restore`` asks before it
+        allocates."""
         if not isinstance(self, ParkedRequest):  # (called as ParkedRequest.check_fits(parked, ...))
             raise TypeError(f"parked must be a ParkedRequest (from offload), got {type(self).__name__}")
         if (drafter is None) != (self.drafter is None):
@@ -109,10 +110,11 @@ class ParkedRequest:
         kv.check_parked(self.kv, 1)
         if drafter is not None:
             drafter.check_parked(self.drafter, 1)
-        pool.check_restore(self.gdn)
-        kv.check_room([int(self.kv["lens"][0])])
-        if drafter is not None:
-            drafter.kv.check_room([int(self.drafter["kv"]["lens"][0])])
+        pool.check_restore(self.gdn, room)
+        if room:
+            kv.check_room([int(self.kv["lens"][0])])
+            if drafter is not None:
+                drafter.kv.check_room([int(self.drafter["kv"]["lens"][0])])
 
 
 def padded(n: int) -> int:

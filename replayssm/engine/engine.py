@@ -203,32 +203,38 @@ class Engine:
         self._admit()
         batch = self.running
         self.iteration += 1
+        try:
+            launched = self._iterate(batch)
+        except BaseException:  # nothing launched: a retry is this iteration again (arrivals admitted as in a first try)
+            self.iteration -= 1
+            raise
+        if launched is None:
+            return any(not r.done for r in self.requests)
+        if not self.overlap or len(self._steps) > 1:  # (a chained step: the one before it is collected now)
+            self._collect()
+        return True
+
+    def _iterate(self, batch: list[Request]) -> PendingStep | None:
+        """Launch this iteration's step (recorded in ``_steps``), or None when nothing runs; raises before it is
+        recorded when it fails, the step in flight finished first (its tokens emitted)."""
         if self._steps and self._can_chain(batch):
             try:
                 nxt = self._launch(batch, chain=True)
             except BaseException:  # the step in flight is done all the same: its tokens are emitted
-                self.iteration -= 1  # (a retry is this iteration again: arrivals are admitted as in a first try)
                 self.drain()
                 raise
             self._steps.append((nxt, batch))
-            self._collect()
-            return True
+            return nxt
         self.drain()
         batch = self.running
         if not batch:
             why = self._stuck()
             if why:
                 raise RuntimeError(f"the engine cannot make progress: {why}")
-            return any(not r.done for r in self.requests)
-        try:
-            launched = self._launch(batch, chain=False)
-        except BaseException:
-            self.iteration -= 1
-            raise
+            return None
+        launched = self._launch(batch, chain=False)
         self._steps.append((launched, batch))
-        if not self.overlap:
-            self._collect()
-        return True
+        return launched
 
     def drain(self) -> None:
         """Wait for the steps in flight, if any, and emit their tokens (``step`` with ``overlap`` leaves one)."""
@@ -351,15 +357,14 @@ class Engine:
 
     def resume(self, r: Request) -> None:
         """Restore a preempted request into a free slot (``ModelRunner.restore``). Refused before anything moves
-        when ``r`` is not this engine's or not preempted, or when no slot is free and no step is in flight; with
-        a step in flight, that step is finished first (its tokens emitted, as the next ``step`` would), since
-        only then is it known whether it frees a slot."""
+        when ``r`` is not this engine's or not preempted, or its parked state does not fit this runner; a step in
+        flight is then finished first (its tokens emitted, as the next ``step`` would), since only then is it known
+        whether it frees a slot (and the pages) for ``r``."""
         if not any(r is q for q in self.requests):
             raise ValueError(f"r must be a Request of this engine (from add), got {r!r:.80}")
         if r.parked is None:
             raise ValueError(f"request {r.id} is not preempted")
-        if not self._steps:
-            self.runner.check_restore(r.parked)
+        self.runner.check_restore(r.parked, room=False)
         self.drain()
         r.slot, r.parked = self.runner.restore(r.parked), None
 

@@ -350,9 +350,9 @@ class ModelRunner:
         self.free(slot)
         return parked
 
-    def check_restore(self, parked: ParkedRequest) -> None:
+    def check_restore(self, parked: ParkedRequest, room: bool = True) -> None:
         """Raise what ``restore(parked)`` would raise before it allocates (``ParkedRequest.check_fits``)."""
-        ParkedRequest.check_fits(parked, self.pool, self.kv, self.drafter)
+        ParkedRequest.check_fits(parked, self.pool, self.kv, self.drafter, room)
 
     def restore(self, parked: ParkedRequest) -> int:
         """A new slot holding ``parked``; it continues bit for bit where it stopped. Refused, with nothing allocated,
@@ -391,7 +391,7 @@ class ModelRunner:
         """FOR BENCHMARKS ONLY: the slots (allocated, idle) pretend to hold ``n`` (>= 0) more committed tokens, whose
         keys and values are whatever their new pages hold: the memory and attention cost of a longer context
         without prefilling it; what the model computes from then on is meaningless."""
-        slots = check_slots(slots, len(slots) if isinstance(slots, (list, tuple)) else -1, self._live)
+        slots = check_slots(slots, len(slots) if isinstance(slots, (list, tuple)) else 0, self._live)
         self._check_idle(slots)
         n = check_count("n", n, 0)
         self.kv.reserve(slots, [self._lens[s] + n + self.cfg.window for s in slots])

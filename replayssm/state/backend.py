@@ -100,7 +100,7 @@ class GDNStateBackend(Protocol):
         """New slots holding what ``offload`` returned."""
         ...
 
-    def check_restore(self, parked: Parked) -> None:
+    def check_restore(self, parked: Parked, room: bool = True) -> None:
         """Raise what ``restore(parked)`` would raise, changing nothing."""
         ...
 

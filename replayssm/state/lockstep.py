@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from ..ops._common import use_triton
+from ..ops._gluon import check_interpretable
 from .backend import GDNStateBackend
 from .transfer import ParkedSlots
 
@@ -108,12 +110,21 @@ class LockstepPool:
     def verifies(self) -> bool:
         return all(p.verifies for p in self._all)
 
+    def _check_interpretable(self, q) -> None:
+        """The replay kernels refuse bf16 in Triton's interpreter, the recurrent one takes it: refuse it for every
+        pool before the primary runs."""
+        replay = any(p.cfg.backend == "replay" for p in self._all)
+        if replay and isinstance(q, torch.Tensor) and use_triton(self.cfg.impl, q):
+            check_interpretable(q=q)
+
     def verify(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:
         if not self.verifies:  # before the primary verifies: a recurrent pool of window 1 takes no verify
             raise ValueError("a pool of this lockstep pair has window=1 and keeps no snapshots: it can only decode()")
+        self._check_interpretable(q)
         return self._each("verify", layer, q, k, v, a, b, **kw)[0]
 
     def decode(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:
+        self._check_interpretable(q)
         return self._each("decode", layer, q, k, v, a, b, **kw)[0]
 
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
@@ -136,12 +147,12 @@ class LockstepPool:
         """One ``ParkedSlots`` per pool, primary first."""
         return tuple(self._each("offload", slots))
 
-    def check_restore(self, parked: tuple[ParkedSlots, ...]) -> None:
+    def check_restore(self, parked: tuple[ParkedSlots, ...], room: bool = True) -> None:
         if not isinstance(parked, tuple) or len(parked) != len(self._all):
             raise TypeError(f"parked must be a tuple of {len(self._all)} ParkedSlots (one per lockstep pool, from "
                             f"offload), got {type(parked).__name__}")  # fmt: skip
         for p, one in zip(self._all, parked):
-            p.check_restore(one)
+            p.check_restore(one, room)
 
     def restore(self, parked: tuple[ParkedSlots, ...]) -> torch.Tensor:
         self.check_restore(parked)  # every pool refuses before any of them allocates

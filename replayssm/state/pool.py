@@ -27,8 +27,6 @@ from ..ops import (
     ring_mark_folded,
     ring_reset,
 )
-from ..ops._common import use_triton
-from ..ops._gluon import check_interpretable
 from ..ops._validate import check_tensor
 from ..ops.conv import causal_conv1d_update, conv_commit
 from ..ops.snapshots import commit_snapshots
@@ -189,8 +187,6 @@ class GDNStatePool:
         for name, t in (("q", q), ("k", k), ("v", v), ("a", a), ("b", b)):  # both backends refuse alike
             if isinstance(t, Tensor) and t.dtype != cfg.dtype:
                 raise TypeError(f"{name} is {t.dtype}; this pool's activations are {cfg.dtype} (PoolConfig.dtype)")
-        if isinstance(q, Tensor) and use_triton(cfg.impl, q):  # the replay kernels refuse bf16 in the interpreter
-            check_interpretable(q=q)  # (so does the recurrent pool)
         if cfg.validate:
             self.tracker.check_call("ssm", layer, ids, cu_seqlens, kind)
         kw = dict(A_log=A_log, dt_bias=dt_bias, slots=slots, cu_seqlens=cu_seqlens, scale=scale, impl=cfg.impl)
@@ -334,9 +330,10 @@ class GDNStatePool:
         """Allocate new slots holding ``parked`` (from ``offload``); they continue bit for bit where it stopped."""
         return transfer.restore(self, parked)
 
-    def check_restore(self, parked: ParkedSlots) -> None:
-        """Raise what ``restore(parked)`` would raise before changing anything; return quietly otherwise."""
-        transfer.check_restore(self, parked)
+    def check_restore(self, parked: ParkedSlots, room: bool = True) -> None:
+        """Raise what ``restore(parked)`` would raise before changing anything (without ``room``: but for want of a
+        free slot); return quietly otherwise."""
+        transfer.check_restore(self, parked, room)
 
     def fork(self, slots: torch.Tensor) -> torch.Tensor:
         """New slots with identical committed state and history (parallel sampling, shared prefixes)."""

@@ -147,9 +147,9 @@ def offload(pool, slots: torch.Tensor) -> ParkedSlots:
     return ParkedSlots(pool.cfg, *_gather(pool, slots, torch.device("cpu")))
 
 
-def check_restore(pool, parked: ParkedSlots) -> None:
+def check_restore(pool, parked: ParkedSlots, room: bool = True) -> None:
     """Everything ``restore`` checks before it allocates: the type, the parked slots themselves (again), the layout,
-    room in the pool."""
+    and (``room``) room in the pool."""
     if not isinstance(parked, ParkedSlots):
         raise TypeError(f"parked must be a ParkedSlots, got {type(parked).__name__}")
     parked.check()
@@ -157,7 +157,8 @@ def check_restore(pool, parked: ParkedSlots) -> None:
     differ = [f"{k}={theirs[k]} (this pool: {ours[k]})" for k in _LAYOUT if theirs[k] != ours[k]]
     if differ:
         raise ValueError(f"parked slots come from a pool of another layout: {', '.join(differ)}")
-    pool.tracker.check_alloc(parked.num_slots)
+    if room:
+        pool.tracker.check_alloc(parked.num_slots)
 
 
 def restore(pool, parked: ParkedSlots) -> torch.Tensor:

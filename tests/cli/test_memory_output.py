@@ -64,8 +64,10 @@ def test_a_reader_that_goes_away_gets_no_traceback():
     r, w = os.pipe()
     os.close(r)  # the reader is gone before anything is written
     try:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         p = subprocess.run([sys.executable, "-m", "replayssm", "memory", "--model", "qwen3.5-122b-a10b", "--json"],
-                           stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)  # fmt: skip
+                           stdout=w, stderr=subprocess.PIPE, text=True, timeout=120, cwd=root,
+                           env={**os.environ, "PYTHONPATH": root})  # fmt: skip
     finally:
         os.close(w)
     assert p.returncode == 1 and "Traceback" not in p.stderr and "BrokenPipeError" not in p.stderr

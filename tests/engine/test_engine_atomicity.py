@@ -52,15 +52,39 @@ def test_preempt_and_resume_of_the_wrong_request_finish_no_step(model):
     assert _books(eng) == before
 
 
-def test_resume_without_a_free_slot_and_no_step_in_flight_is_refused_before_anything_moves(model):
+def test_resume_of_a_parked_state_that_does_not_fit_finishes_no_step(model):
+    """A malformed parked state was found only after the drain had finished the step in flight."""
     eng, a, b, late = _overlapped(model)
     eng.preempt(a)  # drains, then parks a
-    while eng.runner.num_free:  # the slots left are taken elsewhere: none free
-        eng.runner.alloc()
+    eng.step()  # b alone: a step in flight again
+    assert eng._steps
+    a.parked.kv["lens"] = a.parked.kv["lens"].long()
     before = _books(eng)
-    with pytest.raises(PoolExhaustedError):
+    with pytest.raises(ValueError, match="parked KV lens"):
         eng.resume(a)
     assert _books(eng) == before and a.parked is not None
+
+
+def test_an_interrupted_drain_inside_a_step_leaves_the_iteration(model):
+    """A Ctrl-C while a step drained the step in flight (an arrival had changed the batch) left the iteration
+    counter advanced, so a retry counted one iteration more than a run without the interrupt."""
+    eng = Engine(ModelRunner(model, RunnerConfig(max_slots=2, max_len=128, window=4)), drafter="none")
+    eng.add(_prompt(9, 1), 30)
+    eng.add(_prompt(6, 3), 30, arrival=2)
+    eng.step()
+    eng.step()  # the second request arrives at the next step, which drains the step in flight first
+    it, collect = eng.iteration, eng._collect
+
+    def interrupted():
+        eng._collect = collect
+        raise KeyboardInterrupt
+
+    eng._collect = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        eng.step()
+    assert eng.iteration == it and eng._steps
+    eng.step()
+    assert eng.iteration == it + 1
 
 
 class _OutOfVocab:
@@ -174,8 +198,15 @@ def test_a_restore_that_the_kv_cache_has_no_room_for_allocates_nothing(model):
     assert runner.num_free == 1 and torch.equal(runner.pool.cursors.epoch, epochs)
 
 
-def test_token_ids_of_a_narrow_integer_dtype_are_taken_when_in_range(model):
+def test_token_ids_of_a_narrow_integer_dtype(model):
+    """In range, they are in the vocabulary (a uint8 200 was reported outside [0, 256)); as a step's tokens, which
+    the embedding takes only as int64 or int32, they are refused before the step starts."""
     runner = ModelRunner(model, RunnerConfig(max_slots=1, max_len=64, window=4))
     runner.check_token_ids(torch.tensor([5, 200], dtype=torch.uint8))
+    s = runner.alloc()
+    runner.prefill(s, _prompt(6, 13))
+    with pytest.raises(TypeError, match="int64 \\(or int32\\)"):
+        runner.step([s], torch.tensor([[5, 6]], dtype=torch.uint8))
+    assert runner._in_flight is None and runner.step([s], torch.tensor([[5, 6]])).shape[:2] == (1, 2)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         runner.check_token_ids(torch.tensor([5, 300], dtype=torch.int16) * 10)
