@@ -76,7 +76,7 @@ def check_tokens(tokens, window: int) -> tuple[int, int]:
         got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else f"{tokens!r:.60}"
         raise ValueError(f"tokens must be a [B, T] tensor of token ids with B >= 1, got {got}")
     if tokens.dtype not in (torch.int64, torch.int32):  # what the embedding takes (uint8, int16 would fail in it)
-        raise TypeError(f"tokens must be int64 (or int32) token ids, got {tokens.dtype}")
+        raise TypeError(f"tokens must be integers: int64 (or int32) token ids, got {tokens.dtype}")
     B, T = tokens.shape
     if not 1 <= T <= window:
         raise ValueError(f"tokens has windows of {T} tokens; this runner verifies 1..{window} (window={window})")
