@@ -101,7 +101,7 @@ class LockstepPool:
 
     def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
         self.check_write_prefill(layer, slots, state, conv_state)  # every pool, before any of them writes
-        self._each("write_prefill", layer, slots, state, conv_state)
+        self._each("_write_prefill", layer, slots, state, conv_state)  # (checked: each pool's reads once)
 
     def conv_update(self, layer: int, x: torch.Tensor, **kw) -> torch.Tensor:
         return self._each("conv_update", layer, x, **kw)[0]

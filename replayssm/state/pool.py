@@ -113,6 +113,10 @@ class GDNStatePool:
         [n, W-1, C] (on any device that holds data: both are copied to the pool's device before either is
         written). The slots' rings must be empty (fresh, or ``flush``ed)."""
         self.check_write_prefill(layer, slots, state, conv_state)
+        self._write_prefill(layer, slots, state, conv_state)
+
+    def _write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
+        """``write_prefill`` once its checks passed (``LockstepPool`` runs every pool's checks first, then this)."""
         state, conv_state = state.to(self.device), conv_state.to(self.device)
         idx = slots.long()
         self.checkpoint[layer, idx] = state
