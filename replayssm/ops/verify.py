@@ -210,6 +210,7 @@ def gdn_replay_verify(
     pre = ln.rows_per_program > ln.rows and ln.rows * K <= stages * ln.rows_per_program * KC
     tc, nx, mma = vl.tensor_cores(ln, BT, KC, stages, dev)
     pack = staged and vl.pack_in_keys(L, K, BT, nx, ln.rows_per_program, v.element_size())
+    dif = vl.dots_in_fold(staged, tc, pre, ln.rows, ln.rows_per_program, nx, pack, L)
     W = ln.num_warps
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded,
@@ -217,6 +218,7 @@ def gdn_replay_verify(
         BT, ln.rows, ln.rows_per_program, KC, vl.K_STEP, stages, ln.layout,
         *vl.main_layouts(ln, BT, KC), vl.SMEM, vl.chunk_smem(KC), vl.ROWS1, pre, vl.SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        vl.window_smem(tc, staged, BT), pdl, pack, num_warps=W, **vl.MAXNREG, **({"launch_pdl": True} if pdl else {}),
+        vl.window_smem(tc, staged, BT), pdl, pack, dif, num_warps=W, **vl.MAXNREG,
+        **({"launch_pdl": True} if pdl else {}),
     )  # fmt: skip
     return o

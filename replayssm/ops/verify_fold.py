@@ -13,15 +13,21 @@ import triton.language as tl  # noqa: F401  (the interpreter looks for it in a k
 
 from ._gluon import async_copy, gl, jit
 from ._pinned import MARK, _update
+from .verify_dots import _fold_dots
 
 
 @jit
-def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, chunks, BVP: tl.constexpr,
+def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, chunks, xs, p_x, BVP: tl.constexpr,
                BV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr,
                CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, ROWS1: tl.constexpr, PRE: tl.constexpr,
-               SMEM_PRE: tl.constexpr):  # fmt: skip
+               SMEM_PRE: tl.constexpr, DIF: tl.constexpr, X2: tl.constexpr, NX: tl.constexpr, MMA: tl.constexpr,
+               SMEM: tl.constexpr):  # fmt: skip
     """Fold the ``n`` history records into rows ``r0 .. r0 + BVP`` of one head's checkpoint (``BV``-row blocks
-    of the pinned tile), unless they are already marked with this epoch.
+    of the pinned tile), unless they are already marked with this epoch; returns whether it folded.
+
+    With ``DIF`` (two blocks, ``PRE``) it also takes the folded state's window products (``verify_dots._fold_dots``:
+    the window vectors from ``p_x`` into ``xs``, after the fold or, ``DIF`` >= 2, with the history; the products left
+    in the chunk buffer): the chunk buffer takes the first block back from L2 while the second folds.
 
     Everything the fold reads arrives in one round trip, issued before the marker is known (reads only: a head
     folded already just discards them): the records' keys, this program's values and every record's gate and
@@ -40,6 +46,8 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
     pg = (start + jg) & (L - 1)
     async_copy.async_copy_global_to_shared(gs, rg + pg, mask=jg < n)
     async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=jg < n)
+    if DIF >= 2:  # the window vectors too, into a buffer of their own
+        async_copy.async_copy_global_to_shared(xs.slice(0, X2, dim=0), p_x)
     async_copy.commit_group()
     rows0 = r0 + gl.arange(0, BV, layout=gl.SliceLayout(1, TILE))
     cols = gl.expand_dims(gl.arange(0, K, layout=gl.SliceLayout(0, TILE)), 0)
@@ -72,12 +80,19 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
                 if blk + 1 < BVP // BV:
                     async_copy.async_copy_global_to_shared(pre, p_pre + (blk + 1) * BV * K)
                     async_copy.commit_group()
+                elif DIF:  # the block before, written by every thread before the barrier above, back from L2
+                    async_copy.async_copy_global_to_shared(pre, p_pre + (blk - 1) * BV * K)
+                    async_copy.commit_group()
             else:
                 h = gl.load(p)
             h = _fold_staged(h, ks_rows, vs_rows, gs_rows, bs_rows, n, blk * BV, BV, TILE)
             gl.store(p, h)
             mark = marks + (r0 + blk * BV) // MARK
             gl.store(mark + m, gl.full([BV // MARK], 0, gl.int32, layout=gl.SliceLayout(1, TILE)) + ep)
+        if DIF:
+            gl.static_assert(PRE and BVP == 2 * BV, "DIF: two blocks a program, the second prefetched")
+            _fold_dots(h, pre, xs, p_x, chunks, BV, BVP, K, X2, NX, MMA, SMEM, DIF == 1)
+    return todo
 
 
 @jit

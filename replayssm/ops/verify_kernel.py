@@ -40,19 +40,12 @@ from __future__ import annotations
 
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
-from ._gluon import async_copy, gl, jit, mma_v2
+from ._gluon import async_copy, gl, jit
 from ._pinned import MARK
+from .verify_dots import _copy_window, _tc_products
 from .verify_fold import _fold_head, _packed_views
 from .verify_prep import META_ROW
 from .verify_window import _window_terms
-
-
-@jit
-def _tf32_parts(x):
-    """(hi, lo) of fp32 x: hi keeps the 19 bits a TF32 tensor-core product reads, lo = x - hi (exact); hi*y_hi +
-    hi*y_lo + lo*y_hi is the fp32 product up to ~2^-21 relative."""
-    hi = (x.to(gl.int32, bitcast=True) & -8192).to(gl.float32, bitcast=True)
-    return hi, x - hi
 
 
 @jit
@@ -65,6 +58,14 @@ def _epilogue_index(o, bos, T, r0, i_hv, HV: tl.constexpr, V: tl.constexpr, BT: 
     live_e = gl.expand_dims(rows_e < V, 1) & gl.expand_dims(tok < T, 0)
     p_o = o + (gl.expand_dims(tok64, 0) * HV + i_hv) * V + gl.expand_dims(rows_e, 1)
     return tok, rows_e, live_e, p_o
+
+
+@jit
+def _x_rows(X, req, i_h, H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, CP2: tl.constexpr):
+    """Pointers to the staged window vectors of (request ``req``, key head ``i_h``): [2BT, K] in ``CP2``."""
+    x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
+    x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
+    return X + (req * H + i_h) * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
 
 
 @jit
@@ -92,6 +93,7 @@ def _gdn_replay_verify_kernel(
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
     LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr, PACK: tl.constexpr,
+    DIF: tl.constexpr,
 ):  # fmt: skip
     if PDL:  # a programmatic dependent launch: wait for the kernel before to finish, then let the next one launch
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // $0", "=r", [],
@@ -139,6 +141,16 @@ def _gdn_replay_verify_kernel(
             pt_s = ap_s.slice(BT, BT, dim=1)
             gbv = gb_s.slice(0, BT, dim=1)
         keys = gl.allocate_shared_memory(gl.float32, [L, K], SMEM)  # a folding row's history keys (one launch: any)
+    if DIF >= 2 and PACK:  # noqa: SIM108  (a constexpr branch) the window vectors of a program that folds, early
+        xf = gl.allocate_shared_memory(gl.float32, [NX, K], SMEM_X)
+    else:
+        xf = xs
+    if DIF == 3 and PACK:  # the window's values and matrices, copied before a fold: buffers of their own
+        vw = gl.allocate_shared_memory(v.dtype.element_ty, [BT, BVP], SMEM)
+        a_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)
+        pt_s = gl.allocate_shared_memory(gl.float32, [BT, BT], SMEM)
+        gb_s = gl.allocate_shared_memory(gl.float32, [4, BT], SMEM)
+        gbv = gb_s
     if ring_u.dtype.element_ty.primitive_bitwidth >= v.dtype.element_ty.primitive_bitwidth:
         fold_v = us._reinterpret(v.dtype.element_ty, [L, BVP], SMEM)  # ... and its values (folded before us fills)
     else:
@@ -172,18 +184,26 @@ def _gdn_replay_verify_kernel(
         rk = ring_k + (s64 * H + i_h) * L * K
         rg = ring_g + (s64 * HV + i_hv) * L
         rb = ring_beta + (s64 * HV + i_hv) * L
+        if DIF == 3:  # nothing of the window left to wait for after a fold (verify_dots._copy_window)
+            _copy_window(vw, a_s, pt_s, gb_s, v, GA, GB, req * HV + i_hv, bos, T, r0, i_hv, HV, V, BT, BVP, CPV, M2)
+        dif = fl != 0  # DIF: whether this program folded here and took its window products with the fold (below)
         if fl != 0:  # 1. fold (once per epoch), then an empty history
             if STAGED:  # noqa: SIM108  (a constexpr branch: only one load is compiled)
                 ep = gl.load(mb + 6)
             else:
                 ep = gl.load(c_epoch + slot)
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-            _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, BVP, BV,
-                       K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE, SMEM_PRE)  # fmt: skip
+            dif = _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, xf,
+                             _x_rows(X, req, i_h, H, K, BT, CP2), BVP, BV, K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE,
+                             SMEM_PRE, DIF, 2 * BT, NX, MMA, SMEM)  # fmt: skip
             if PACK:  # a head folded already (a retry) left its copies into the keys' rows in flight
                 async_copy.wait_group(0)
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
         n_hist = gl.where(fl != 0, 0, wp)
+        if DIF:  # a program that folded here streams no checkpoint: its products are in the chunk buffer
+            stream = dif == 0
+        else:
+            stream: gl.constexpr = True
 
         # 2. Copies: the first chunk with the step's vectors (group 0), then one group per further chunk.
         c_rows = gl.arange(0, BVP, layout=gl.SliceLayout(1, CPT))
@@ -195,13 +215,10 @@ def _gdn_replay_verify_kernel(
             p_keys = rk + ((bs + jk) & (L - 1)) * K + kk
             async_copy.async_copy_global_to_shared(keys, p_keys, mask=(jk < n_hist) & (kk < K))
             async_copy.commit_group()
-        async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
-        if STAGED:
-            x_r = gl.arange(0, 2 * BT, layout=gl.SliceLayout(1, CP2))
-            x_c = gl.arange(0, K, layout=gl.SliceLayout(0, CP2))
-            head = req * H + i_h
-            p_x = X + head * (2 * BT * K) + gl.expand_dims(x_r, 1) * K + gl.expand_dims(x_c, 0)
-            async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), p_x)
+        if stream:
+            async_copy.async_copy_global_to_shared(chunks.index(0), c_ptr)
+            if STAGED:
+                async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), _x_rows(X, req, i_h, H, K, BT, CP2))
         j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
         r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
         async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
@@ -209,21 +226,24 @@ def _gdn_replay_verify_kernel(
             jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
             c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
             async_copy.async_copy_global_to_shared(cs, CW + vh * (L * 2 * BT) + jc * (2 * BT) + c2, mask=jc < n_hist)
-        v_t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, CPV)), 1)  # [BT, 1]
-        v_tok = bos.to(gl.int64) + gl.where(v_t < T, v_t, 0)
-        async_copy.async_copy_global_to_shared(vw, v + (v_tok * HV + i_hv) * V + r2, mask=v_t < T)
+        if DIF != 3:
+            v_t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, CPV)), 1)  # [BT, 1]
+            v_tok = bos.to(gl.int64) + gl.where(v_t < T, v_t, 0)
+            async_copy.async_copy_global_to_shared(vw, v + (v_tok * HV + i_hv) * V + r2, mask=v_t < T)
         async_copy.commit_group()
         for st in gl.static_range(1, STAGES):
-            async_copy.async_copy_global_to_shared(chunks.index(st), c_ptr + st * KC)
+            if stream:
+                async_copy.async_copy_global_to_shared(chunks.index(st), c_ptr + st * KC)
             async_copy.commit_group()
         if STAGED:
-            i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
-            i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
-            p_ga = GA + vh * (2 * BT * BT) + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0)
-            a_s.store(gl.load(p_ga))
-            pt_s.store(gl.load(p_ga + BT * BT))
-            i4 = gl.arange(0, 4, layout=gl.SliceLayout(1, M2))
-            gb_s.store(gl.load(GB + vh * (4 * BT) + gl.expand_dims(i4, 1) * BT + gl.expand_dims(i1, 0)))
+            if DIF != 3:
+                i0 = gl.arange(0, BT, layout=gl.SliceLayout(1, M2))
+                i1 = gl.arange(0, BT, layout=gl.SliceLayout(0, M2))
+                p_ga = GA + vh * (2 * BT * BT) + gl.expand_dims(i0, 1) * BT + gl.expand_dims(i1, 0)
+                a_s.store(gl.load(p_ga))
+                pt_s.store(gl.load(p_ga + BT * BT))
+                i4 = gl.arange(0, 4, layout=gl.SliceLayout(1, M2))
+                gb_s.store(gl.load(GB + vh * (4 * BT) + gl.expand_dims(i4, 1) * BT + gl.expand_dims(i1, 0)))
         else:
             _window_terms(q, k, a, b, A_log, dt_bias, scale, bos, T, wp, bs, n_hist, i_h, i_hv, i_v, rk, rg, rb, xs,
                           keys, cs, ap_s, gb_s, H, HV, K, L, BT, STAGES, ROWS, LG, CWG, LH, CWH)  # fmt: skip
@@ -233,35 +253,35 @@ def _gdn_replay_verify_kernel(
         if TC:
             DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)
             DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=1)
-            acc = gl.zeros([BVP, NX], gl.float32, layout=MMA)
-        else:
-            acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
-            acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
-        for c in gl.static_range(NC):
-            async_copy.wait_group(STAGES - 1)
-            gl.thread_barrier()
-            buf = chunks.index(c % STAGES)
+            acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)  # the products, once the chunks are idle
+        if stream:
             if TC:
-                for ks in gl.static_range(0, KC, 16):
-                    a_hi, a_lo = _tf32_parts(buf.slice(ks, 16, dim=1).load(DA))  # [BVP, 16]
-                    b_hi, b_lo = _tf32_parts(xs.slice(c * KC + ks, 16, dim=1).permute((1, 0)).load(DB))  # [16, NX]
-                    acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
-                    acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
-                    acc = mma_v2(a_hi, b_hi, acc, input_precision="tf32")
+                acc = gl.zeros([BVP, NX], gl.float32, layout=MMA)
             else:
-                for ks in gl.static_range(0, KC, KS):
-                    h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
-                    xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))  # [BT, KS]
-                    xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
-                    acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
-                    acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
-            gl.thread_barrier()  # every warp is done with this stage: refill it
-            if c + STAGES < NC:
-                async_copy.async_copy_global_to_shared(chunks.index(c % STAGES), c_ptr + (c + STAGES) * KC)
-            async_copy.commit_group()
-        if TC:  # to the window math's layout (a row per thread) through the (now idle) chunk buffer
-            acc_s = chunks._reinterpret(gl.float32, [BVP, NX], SMEM)
-            acc_s.store(acc)
+                acc_k = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+                acc_q = gl.zeros([BVP, BT], gl.float32, layout=EPI)
+            for c in gl.static_range(NC):
+                async_copy.wait_group(STAGES - 1)
+                gl.thread_barrier()
+                buf = chunks.index(c % STAGES)
+                if TC:
+                    acc = _tc_products(acc, buf, xs, c * KC, KC, DA, DB)
+                else:
+                    for ks in gl.static_range(0, KC, KS):
+                        h = gl.expand_dims(buf.slice(ks, KS, dim=1).load(gl.SliceLayout(1, L3)), 1)  # [BVP, 1, KS]
+                        xk = xs.slice(0, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
+                        xq = xs.slice(BT, BT, dim=0).slice(c * KC + ks, KS, dim=1).load(gl.SliceLayout(0, L3))
+                        acc_k += gl.sum(h * gl.expand_dims(xk, 0), axis=2)
+                        acc_q += gl.sum(h * gl.expand_dims(xq, 0), axis=2)
+                gl.thread_barrier()  # every warp is done with this stage: refill it
+                if c + STAGES < NC:
+                    async_copy.async_copy_global_to_shared(chunks.index(c % STAGES), c_ptr + (c + STAGES) * KC)
+                async_copy.commit_group()
+            if TC:  # to the window math's layout (a row per thread) through the (now idle) chunk buffer
+                acc_s.store(acc)
+        else:  # DIF, folded here: the products are in acc_s (verify_dots._fold_dots); the window's values land
+            async_copy.wait_group(0)
+        if TC:
             gl.thread_barrier()
             acc_k = acc_s.slice(0, BT, dim=1).load(EPI)
             acc_q = acc_s.slice(BT, BT, dim=1).load(EPI)
