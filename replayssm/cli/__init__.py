@@ -9,6 +9,9 @@ import traceback
 from .. import __version__
 from .common import Parser, UsageError, check_environment, debug_enabled, report_usage_error
 
+BROKEN_PIPE = 141  # the exit status when the reader of stdout went away (``| head``): 128 + SIGPIPE, as a shell reports
+# a command that SIGPIPE ended; neither 1 (a bug or a failed check) nor 0 (the command did not finish)
+
 DESCRIPTION = """\
 Exact, memory-lean speculative decoding for Gated DeltaNet hybrid models (Qwen3-Next, Qwen3.5):
 one checkpoint and a small ring of per-token inputs per request instead of a state snapshot per
@@ -56,4 +59,4 @@ def main(argv: list[str] | None = None) -> int:
         if debug_enabled(argv):
             traceback.print_exc()
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the interpreter's last flush, too)
-        return 1
+        return BROKEN_PIPE

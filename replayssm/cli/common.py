@@ -12,6 +12,7 @@ import argparse
 import copy
 import math
 import os
+import re
 import sys
 
 DEBUG_ENV = "REPLAYSSM_DEBUG"
@@ -161,10 +162,11 @@ def _number(kind, text: str, lo, hi, lo_open: bool) -> int | float:
         want = f"{name} {'>' if lo_open else '>='} {lo}" + (f" and <= {hi}" if hi is not None else "")
     else:
         want = name + (f" <= {hi}" if hi is not None else "")
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}") from None
+    # ASCII digits only (int() would also take ' 4', '1_0' and other scripts' digits)
+    plain = r"[+-]?[0-9]+" if kind is int else r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
+    if not re.fullmatch(plain, text):
+        raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}")
+    value = kind(text)
     if kind is float and not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}")
     too_low = lo is not None and (value <= lo if lo_open else value < lo)

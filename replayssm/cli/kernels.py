@@ -56,7 +56,9 @@ def add_parsers(bench) -> None:
                     cmd_peers)  # fmt: skip
     p.add_argument("--wheels", nargs="*", default=[], help="sglang-<version>-*.whl files, or folders holding them")
     p.add_argument("--download", action="store_true", help="pip download the wheels that are not given")
-    p.add_argument("--cache", default=None, help="download folder (default $REPLAYSSM_WHEEL_CACHE or ~/.cache/...)")
+    p.add_argument("--cache", default=None,
+                   help="download folder, searched for wheels even without --download "
+                   "(default $REPLAYSSM_WHEEL_CACHE or ~/.cache/...)")  # fmt: skip
     p.add_argument("--dest", default=None, help=f"peers folder (default {ROOT_HELP})")
     p.add_argument("--releases", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to extract")
 

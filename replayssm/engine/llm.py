@@ -28,6 +28,10 @@ def _check_max_len(cfg: ModelConfig, max_len: int) -> None:
 
 @dataclass
 class Output:
+    """One prompt's generation. ``accepted``: the tokens each verify step accepted, as the verify counted them (a
+    measure of the drafter): a last step may accept more than ``max_new_tokens`` leaves room for, and
+    ``token_ids`` drops those, so ``len(token_ids)`` can be less than ``sum(accepted)``."""
+
     token_ids: list[int]
     text: str | None
     steps: int
@@ -35,6 +39,7 @@ class Output:
 
     @property
     def mean_accepted(self) -> float:
+        """The mean of ``accepted`` (0.0 for no steps)."""
         return sum(self.accepted) / len(self.accepted) if self.accepted else 0.0
 
 

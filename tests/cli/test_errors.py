@@ -28,6 +28,10 @@ CASES = [
     (M122 + ["--tp", "0"], "--tp", "from 1 to 1024"),
     (M122 + ["--tp", "3"], "--tp 3", "one of 1, 2, 4, 8, 16"),
     (M122 + ["--tp", "two"], "--tp", "got 'two'"),
+    (M122 + ["--window", " 4"], "--window", "got ' 4'"),  # int() would take these three
+    (M122 + ["--window", "1_0"], "--window", "got '1_0'"),
+    (M122 + ["--window", "\uff14"], "--window", "an integer from 1 to 64"),  # a full-width 4
+    (M122 + ["--budget-gib", "1_0"], "--budget-gib", "got '1_0'"),
     (M122 + ["--dtype", "int8"], "--dtype", "invalid choice"),
     (["memory", "--model", "qwen9"], "--model qwen9", "neither a preset"),
     (["bench", "e2e", "--peak-steps", "3"], "--peak-steps", "only with --peak"),

@@ -166,10 +166,26 @@ def test_host_queries_without_gpu():
     assert host.binding("is_tf32_supported") is False
 
 
-def test_cli_peers_without_wheels_is_one_line(tmp_path, capsys):
+def test_cli_peers_without_wheels_is_one_line(tmp_path, capsys, monkeypatch):
     from replayssm.cli import main
 
+    monkeypatch.setenv("REPLAYSSM_WHEEL_CACHE", str(tmp_path / "cache"))  # an empty cache
     assert main(["bench", "peers", "--wheels", str(tmp_path), "--dest", str(tmp_path / "peers")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no sglang-0.5.16-*.whl" in err and "--download" in err
+    assert str(tmp_path / "cache") in err  # where it also looked
     assert not (tmp_path / "peers").exists()
+
+
+def test_cli_peers_takes_a_wheel_already_in_the_cache_without_download(tmp_path, capsys, monkeypatch):
+    """A wheel that ``--download`` left in the cache is used by a later ``bench peers`` without flags (it used to be
+    refused as missing). Here the cached file is not a wheel, so the command fails on that very file."""
+    from replayssm.cli import main
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "sglang-0.5.16-py3-none-any.whl").write_text("not a zip")
+    monkeypatch.setenv("REPLAYSSM_WHEEL_CACHE", str(cache))
+    assert main(["bench", "peers", "--dest", str(tmp_path / "peers")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "sglang-0.5.16-py3-none-any.whl is not a wheel" in err

@@ -128,17 +128,20 @@ def download_wheel(version: str, cache: str | os.PathLike) -> Path:
 
 def extract_all(releases, root, *, wheels=(), download=False, cache=None) -> dict[str, Path]:
     """Extract every release in ``releases``: its wheel is the one among ``wheels`` (files or folders)
-    named ``sglang-<version>-*.whl``, else (``download=True``) one fetched into ``cache``."""
+    named ``sglang-<version>-*.whl``, else one already in ``cache`` (default ``default_cache()``), else
+    (``download=True``) one fetched into ``cache``."""
     files = [Path(w) for w in wheels]
-    folders = [w for w in files if w.is_dir()]
+    cache = Path(cache or default_cache()).expanduser()
+    folders = [w for w in files if w.is_dir()] + [cache]
     out = {}
     for release in releases:
         named = [w for w in files if w.is_file() and w.name.startswith(f"sglang-{release.version}-")]
         wheel = named[0] if named else find_wheel(release.version, folders)
         if wheel is None and download:
-            wheel = download_wheel(release.version, cache or default_cache())
+            wheel = download_wheel(release.version, cache)
         if wheel is None:
-            raise PeerKernelsError(f"no sglang-{release.version}-*.whl among {[str(w) for w in files]}; "
+            given = f"among {', '.join(str(w) for w in files)} or " if files else "given, nor "
+            raise PeerKernelsError(f"no sglang-{release.version}-*.whl {given}in the cache {cache}; "
                                    "pass its wheel or --download")  # fmt: skip
         out[release.version] = extract_release(wheel, root, release)
     return out
