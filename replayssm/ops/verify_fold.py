@@ -21,7 +21,7 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
                BV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, TILE: tl.constexpr,
                CP2: tl.constexpr, CPV: tl.constexpr, CPG: tl.constexpr, ROWS1: tl.constexpr, PRE: tl.constexpr,
                SMEM_PRE: tl.constexpr, DIF: tl.constexpr, X2: tl.constexpr, NX: tl.constexpr, MMA: tl.constexpr,
-               SMEM: tl.constexpr):  # fmt: skip
+               SMEM: tl.constexpr, G_IN_KEYS: tl.constexpr):  # fmt: skip
     """Fold the ``n`` history records into rows ``r0 .. r0 + BVP`` of one head's checkpoint (``BV``-row blocks
     of the pinned tile), unless they are already marked with this epoch; returns whether it folded.
 
@@ -31,7 +31,12 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
 
     Everything the fold reads arrives in one round trip, issued before the marker is known (reads only: a head
     folded already just discards them): the records' keys, this program's values and every record's gate and
-    beta (``ks``, ``vs``, ``gs``, in logical order, shared memory), and the first state block. A launch folds
+    beta (``ks``, ``vs``, ``gs``, in logical order, shared memory), and the first state block. With ``G_IN_KEYS``
+    (``PACK``: the gates and betas sit in the keys' last row, ``_packed_views``) the gates and betas are loaded
+    into registers and stored once the keys' copy has landed: that copy zero-fills the rows past ``n`` (a masked
+    ``cp.async`` writes zeros), the last one included, and two copies into the same bytes from different threads
+    complete in no defined order (a review of the twenty-fifth session; never seen to go wrong on an H200, where
+    the zero-fill, which reads nothing, lands first). A launch folds
     every row it owns, so one marker tells for all of them. Every thread reads it before any thread writes one
     (the barrier): otherwise a fast warp could mark a block while a slow warp had yet to read that block's
     marker, and the slow warp would skip its rows. With ``PRE`` the next block's state is copied into the
@@ -44,8 +49,12 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
     async_copy.async_copy_global_to_shared(vs, rv + ((start + jv) & (L - 1)) * V + r0 + rc, mask=(jv < n) & (rc < BVP))
     jg = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPG)), 1)  # [L, 1]
     pg = (start + jg) & (L - 1)
-    async_copy.async_copy_global_to_shared(gs, rg + pg, mask=jg < n)
-    async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=jg < n)
+    if G_IN_KEYS:  # the keys' copy zero-fills their last row (masked): the gates wait in registers until it landed
+        g_r = gl.load(rg + pg, mask=jg < n, other=0.0)
+        b_r = gl.load(rb + pg, mask=jg < n, other=0.0)
+    else:
+        async_copy.async_copy_global_to_shared(gs, rg + pg, mask=jg < n)
+        async_copy.async_copy_global_to_shared(bs_, rb + pg, mask=jg < n)
     if DIF >= 2:  # the window vectors too, into a buffer of their own
         async_copy.async_copy_global_to_shared(xs.slice(0, X2, dim=0), p_x)
     async_copy.commit_group()
@@ -64,6 +73,10 @@ def _fold_head(ckpt, rk, rv, rg, rb, marks, ep, n, start, r0, ks, vs, gs, bs_, c
             async_copy.commit_group()
         async_copy.wait_group(1 if PRE else 0)
         gl.thread_barrier()
+        if G_IN_KEYS:  # every thread's copies landed (the barrier): the gates over the zero-filled row
+            gs.store(g_r)
+            bs_.store(b_r)
+            gl.thread_barrier()
         ks_rows = ks._reinterpret(gl.float32, [L, K], ROWS1)
         vs_rows = vs._reinterpret(rv.dtype.element_ty, [L, BVP], ROWS1)
         gs_rows = gs._reinterpret(gl.float32, [L, 1], ROWS1)

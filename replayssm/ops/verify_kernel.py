@@ -98,6 +98,7 @@ def _gdn_replay_verify_kernel(
     if PDL:  # a programmatic dependent launch: wait for the kernel before to finish, then let the next one launch
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // $0", "=r", [],
                                   dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
+    gl.static_assert(DIF == 0 or (STAGED and TC and PRE), "DIF: the staged kernel, tensor cores, two prefetched blocks")
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
     i_v = gl.program_id(2)  # small batches split a head's rows over several programs
@@ -195,7 +196,7 @@ def _gdn_replay_verify_kernel(
             marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
             dif = _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, xf,
                              _x_rows(X, req, i_h, H, K, BT, CP2), BVP, BV, K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE,
-                             SMEM_PRE, DIF, 2 * BT, NX, MMA, SMEM)  # fmt: skip
+                             SMEM_PRE, DIF, 2 * BT, NX, MMA, SMEM, PACK)  # fmt: skip
             if PACK:  # a head folded already (a retry) left its copies into the keys' rows in flight
                 async_copy.wait_group(0)
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
@@ -221,11 +222,13 @@ def _gdn_replay_verify_kernel(
                 async_copy.async_copy_global_to_shared(xs.slice(0, 2 * BT, dim=0), _x_rows(X, req, i_h, H, K, BT, CP2))
         j2 = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CPV)), 1)  # [L, 1]
         r2 = gl.expand_dims(gl.arange(0, BVP, layout=gl.SliceLayout(0, CPV)), 0) + r0  # [1, BVP]
-        async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
-        if STAGED:
-            jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
-            c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
-            async_copy.async_copy_global_to_shared(cs, CW + vh * (L * 2 * BT) + jc * (2 * BT) + c2, mask=jc < n_hist)
+        if stream:  # (a program that folded here has no history to read)
+            async_copy.async_copy_global_to_shared(us, ru + ((bs + j2) & (L - 1)) * V + r2, mask=j2 < n_hist)
+            if STAGED:
+                jc = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(1, CP3)), 1)
+                c2 = gl.expand_dims(gl.arange(0, 2 * BT, layout=gl.SliceLayout(0, CP3)), 0)
+                p_cw = CW + vh * (L * 2 * BT) + jc * (2 * BT) + c2
+                async_copy.async_copy_global_to_shared(cs, p_cw, mask=jc < n_hist)
         if DIF != 3:
             v_t = gl.expand_dims(gl.arange(0, BT, layout=gl.SliceLayout(1, CPV)), 1)  # [BT, 1]
             v_tok = bos.to(gl.int64) + gl.where(v_t < T, v_t, 0)

@@ -172,8 +172,9 @@ def dots_in_fold(staged: bool, tc: bool, pre: bool, rows: int, rows_per_program:
     history (2: into a buffer of their own where ``pack`` would place them in the history keys' rows), and with 3
     also the window's values and staged matrices copied first of all, into buffers of their own
     (``verify_dots._copy_window``), so that nothing is left to wait for after a fold. Shared memory in sm_90 builds
-    at T=4: 45,056 / 49,152 / 50,368 bytes at L=16 in modes 1 / 2 / 3 (four programs per SM fit up to 57,344),
-    57,344 / 61,440 / 62,656 at L=32 (modes 2 and 3 leave three per SM there).
+    at T=4: 45,056 / 49,152 / 50,368 bytes at L=16 in modes 1 / 2 / 3 (four programs per SM fit up to 57,344);
+    at L > 16, where ``pack`` fills that already (57,344 at L=32), modes 2 and 3 would leave three programs per SM,
+    so they run as mode 1 there.
 
     Blocks or stream, the outputs are bitwise the same (one product code, ``verify_dots._tc_products``). Modes 1 to
     3 are built and tested (CPU interpreter; tests/gpu/test_staged_retry.py on a GPU) but not yet measured on a GPU:
@@ -186,9 +187,9 @@ def dots_in_fold(staged: bool, tc: bool, pre: bool, rows: int, rows_per_program:
     env = os.environ.get("REPLAYSSM_VERIFY_DIF", "")
     if env not in ("", "0", "1", "2", "3"):
         raise ValueError(f"REPLAYSSM_VERIFY_DIF must be 0, 1, 2, 3 or unset, got {env!r}")
-    if not env or not (staged and tc and pre and rows_per_program == 2 * rows and nx <= 8):
+    if env in ("", "0") or not (staged and tc and pre and rows_per_program == 2 * rows and nx <= 8):
         return 0
-    return int(env)
+    return 1 if pack and L > 16 else int(env)  # (modes 2 and 3 packed at L=32 would leave three programs per SM)
 
 
 def use_pdl(programs: int, device: torch.device) -> bool:

@@ -73,8 +73,9 @@ def test_dots_in_fold_is_off_by_default_and_needs_the_staged_two_block_tensor_co
     assert (ln.rows, ln.rows_per_program) == (64, 128)  # the many-wave shape it is for
     for env, mode in (("0", 0), ("1", 1), ("2", 2), ("3", 3)):
         monkeypatch.setenv("REPLAYSSM_VERIFY_DIF", env)
-        assert dots_in_fold(True, True, True, 64, 128, 8, True, 32) == mode
-        assert dots_in_fold(True, True, True, 64, 128, 8, False, 16) == mode
+        assert dots_in_fold(True, True, True, 64, 128, 8, True, 16) == mode
+        assert dots_in_fold(True, True, True, 64, 128, 8, False, 32) == mode
+        assert dots_in_fold(True, True, True, 64, 128, 8, True, 32) == min(mode, 1)  # packed L=32: no room for 2, 3
         assert dots_in_fold(False, True, True, 64, 128, 8, True, 16) == 0  # one launch
         assert dots_in_fold(True, False, True, 64, 128, 8, True, 16) == 0  # FMA rows (T <= 2)
         assert dots_in_fold(True, True, False, 64, 128, 8, True, 16) == 0  # no prefetch of the second block
