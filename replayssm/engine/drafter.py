@@ -50,6 +50,12 @@ class DeviceDrafter(Protocol):
         """With the runner's commit: slots [B] int32, num_accepted [B] int32 (1 for a decode step)."""
         ...
 
+    def commit_counters(self) -> list[torch.Tensor]:
+        """The device tensors ``commit`` changes in a way it cannot repeat (e.g. lengths it adds to); everything
+        else it writes must come out the same when it runs twice. The runner saves these before an eager commit and
+        puts them back to finish a commit that was interrupted (``ModelRunner.commit``)."""
+        ...
+
     def park(self, slots: torch.Tensor) -> dict:
         """The slots' drafter state copied to the CPU (preemption)."""
         ...

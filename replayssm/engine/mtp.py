@@ -103,6 +103,10 @@ class MTPDrafter:
         self.num_accepted[rows] = torch.where(slots >= 0, num_accepted, 1).to(torch.int32)
         self.kv.commit(slots, num_accepted)
 
+    def commit_counters(self) -> list[torch.Tensor]:
+        """The device tensors ``commit`` moves in a way it cannot repeat: its cache's lengths."""
+        return [self.kv.lens]
+
     def park(self, slots: torch.Tensor) -> dict:
         """The slots' drafter state on the CPU (cache entries, pending window, accepted count)."""
         idx = slots.long()

@@ -67,6 +67,7 @@ class ModelRunner:
         self._graphs: dict[tuple, tuple] = {}
         self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._in_flight: tuple[torch.Tensor, list[int], int] | None = None  # (slots on the device, on the host, T)
+        self._committing: list | None = None  # a commit that began: [counts, saved counters, pool done] (``commit``)
         self.pending: list[PendingStep] = []  # launched engine steps not finished yet, oldest first (at most 2)
         self._live: set[int] = set()  # allocated slots (host mirror of the pool's books)
         self.lost: set[int] = set()  # slots whose state a failed step destroyed (recurrent decode): only free()
@@ -203,6 +204,7 @@ class ModelRunner:
         kind = self._begin(slots, T)
         if not self.use_graphs:
             s = self._slots(slots)
+            self._committing = None
             self._in_flight = (s, slots, T)
             try:
                 step = Step.build(kind, s, T, self.kv, contiguous=slots == list(range(B)))
@@ -220,6 +222,7 @@ class ModelRunner:
         slots_buf.fill_(-1)
         slots_buf[:B].copy_(torch.tensor(slots, dtype=torch.int32))
         graph.replay()
+        self._committing = None
         self._in_flight = (slots_buf[:B], slots, T)
         return logits[:B].float(), window[:B]
 
@@ -231,9 +234,13 @@ class ModelRunner:
         an unaborted run, outputs do not."""
         if self._in_flight is None:
             return
-        slots = self._in_flight[0]
+        if self._committing is not None:
+            raise RuntimeError(
+                f"abort: a commit with num_accepted={self._committing[0]} was interrupted and may "
+                "have committed part of the step; call commit again with those counts to finish it"
+            )
+        self.lost.update(self.pool.abort(self._in_flight[0]))
         self._in_flight = None
-        self.lost.update(self.pool.abort(slots))
 
     def _capture_logits(self, kind: StepKind, B: int, T: int, draft: bool):
         ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
@@ -247,19 +254,36 @@ class ModelRunner:
 
     def commit(self, num_accepted: list[int]) -> None:
         """End the step in flight: keep ``num_accepted[i]`` tokens (bonus included; 1 after a decode) of row
-        i's window in the GDN state and the KV cache of every layer."""
+        i's window in the GDN state and the KV cache of every layer. A commit that raised part-way (a failed
+        launch, an interrupt) is finished by calling it again with the same counts, which gives what one call
+        would have; ``abort`` is then refused (part of the step may be committed)."""
         if self._in_flight is None:
             raise RuntimeError("no step to commit")
         slots, ids, T = self._in_flight
         num_accepted = check_int_list("num_accepted", num_accepted, len(ids), 1, T)
+        began = self._committing
+        if began is not None and began[0] != num_accepted:
+            raise ValueError(f"num_accepted: a commit with {began[0]} was interrupted; call commit again with those "
+                             f"counts to finish it, got {num_accepted}")  # fmt: skip
         n = torch.tensor(num_accepted, dtype=torch.int32).to(self.device)
-        self.pool.commit(slots, n)
+        counters = [self.kv.lens] + (self.drafter.commit_counters() if self.drafter is not None else [])
+        if began is None:
+            began = self._committing = [num_accepted, [c.clone() for c in counters], False]
+        else:  # what the interrupted attempt moved and cannot move twice, put back
+            for c, saved in zip(counters, began[1]):
+                c.copy_(saved)
+        if not began[2]:
+            self.pool.commit(slots, n)  # (an interrupted pool commit finishes on its own retry)
+            began[2] = True
         self.kv.commit(slots, n)
         if self.drafter is not None:
             self.drafter.commit(slots, n)
+        lens = list(self._lens)
         for s, k in zip(ids, num_accepted):
-            self._lens[s] += k
+            lens[s] += k
+        self._lens[:] = lens
         self._in_flight = None
+        self._committing = None
 
     @torch.no_grad()
     def step_and_commit(self, slots: list[int], tokens: torch.Tensor, num_drafts: list[int] | None,

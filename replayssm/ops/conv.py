@@ -17,7 +17,15 @@ import torch
 import torch.nn.functional as F
 
 from ._common import use_triton
-from ._validate import ACT_DTYPES, check_cu_seqlens, check_flags, check_slots, check_tensor, values_checkable
+from ._validate import (
+    ACT_DTYPES,
+    check_cu_seqlens,
+    check_flags,
+    check_no_overlap,
+    check_slots,
+    check_tensor,
+    values_checkable,
+)
 from .conv_update import conv_commit_triton, conv_update_triton
 from .scatter import scatter_slots_
 
@@ -33,11 +41,16 @@ def _check_conv(x, weight, bias, conv_state=None):
     if bias is not None:
         check_tensor("bias", bias, shape=(C,), dtypes=ACT_DTYPES, device=x.device)
     if conv_state is not None:
-        check_tensor("conv_state", conv_state, ndim=3, dtypes=(x.dtype,), device=x.device)
-        if tuple(conv_state.shape[1:]) != (weight.shape[1] - 1, C):
-            raise ValueError(
-                f"conv_state must have shape (S, {weight.shape[1] - 1}, {C}), got {tuple(conv_state.shape)}"
-            )
+        check_tensor("conv_state", conv_state, ndim=3, device=x.device)
+        if conv_state.dtype != x.dtype:
+            raise TypeError(f"x is {x.dtype}; conv_state is {conv_state.dtype} (the activations must have the conv "
+                            "state's dtype: PoolConfig.dtype)")  # fmt: skip
+        if conv_state.shape[2] != C:
+            raise ValueError(f"conv_state must have shape (S, W-1, {C}) for x of {C} channels, got "
+                             f"{tuple(conv_state.shape)}")  # fmt: skip
+        if conv_state.shape[1] != weight.shape[1] - 1:
+            raise ValueError(f"weight must have shape ({C}, {conv_state.shape[1] + 1}): conv_state keeps "
+                             f"{conv_state.shape[1]} tokens (W-1), got {tuple(weight.shape)}")  # fmt: skip
 
 
 def causal_conv1d_prefill(x, weight, bias, cu_seqlens, initial_state=None):
@@ -94,6 +107,7 @@ def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch
     check_flags(validate=validate)
     _check_conv(x, weight, bias, conv_state)
     _check_update(x, conv_state, weight, slots, cu_seqlens, scratch, validate)
+    check_no_overlap((("scratch", scratch),), (x, conv_state, weight, bias, slots, cu_seqlens))
     if split is not None and (
         not isinstance(split, (tuple, list))
         or len(split) != 3
@@ -158,6 +172,7 @@ def conv_commit(conv_state, scratch, slots, num_accepted, *, impl: str = "auto",
     check_tensor("num_accepted", num_accepted, shape=(B,), dtypes=(torch.int32,), device=conv_state.device)
     if scratch.shape[1] < B:
         raise ValueError(f"scratch holds {scratch.shape[1]} rows, the commit names {B}")
+    check_no_overlap((("conv_state", conv_state),), (scratch, slots, num_accepted))
     if validate and values_checkable(slots, num_accepted):
         check_slots("slots", slots, S)
         t_max = scratch.shape[2] - Wm1

@@ -201,7 +201,7 @@ def use_pdl(programs: int, device: torch.device) -> bool:
     before; a kernel after it sees its writes as long as it either is launched normally (it then waits for this one
     to finish, as always) or, launched as a dependent, waits with ``griddepcontrol.wait`` before it reads, as every
     replayssm kernel launched that way does. H200 (bench/NOTES.md, twelfth session): T=4, B=8 22.1 -> 21.4 us a
-    layer-step, T=1 B=8 13.7 -> 13.2; but T=1 B=256 (31 waves) 313 -> 315, hence one wave only.
+    layer-step, T=1 B=8 13.7 -> 13.1; but T=1 B=256 (31 waves) 313 -> 315, hence one wave only.
     ``REPLAYSSM_VERIFY_PDL=0`` / ``=1`` forces it off / on at any batch of the one-launch path (benchmarks); the staged
     path never takes it (``gdn_replay_verify``: a staged main kernel as a dependent of the staging kernel measured
     within 0.7% either way, bench/NOTES.md, eighteenth session); never below compute capability 9.0 nor in the CPU

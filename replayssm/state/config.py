@@ -21,8 +21,10 @@ class PoolConfig:
     ``K`` and ``V`` are powers of two >= 16 (the kernels' head dims). ``window`` is T (last accepted token +
     drafts); ``ring_len`` L (replay backend only; a power of two >= 2T; default ``ring_length_for(window)``, the
     smallest such length >= 16); ``max_batch`` bounds the
-    rows of one step (default ``num_slots``) and sizes the recurrent backend's snapshot scratch and both
-    backends' conv scratch. ``conv_channels`` defaults to the q/k/v width (``GDNShape.conv_channels``).
+    rows of one step (default ``num_slots``: a step's calls and its ``commit``/``abort``; the calls outside a step,
+    ``free``, ``flush``, ``fork`` and the like, take any number of slots) and sizes the recurrent backend's
+    snapshot scratch and both backends' conv scratch. ``conv_channels`` defaults to the q/k/v width
+    (``GDNShape.conv_channels``).
     ``validate`` turns on the host-side checks of slot ids and the step protocol (they read slot ids back
     to the host; engines that capture CUDA graphs turn them off). Every field is checked on construction;
     errors name the field (``PoolConfig.ring_len``, ...).

@@ -35,6 +35,9 @@ class StepInFlight:
     conv: set[int] = field(default_factory=set)  # layers whose conv_update ran
     ssm: set[int] = field(default_factory=set)  # layers whose verify/decode ran
     failed: bool = False  # an op failed while writing (not on its arguments) in this step
+    # A commit that began writing: its accepted counts and what it needs to run again from the start (``commit``)
+    committing: tuple[int, ...] | None = None
+    saved: object = field(default=None, compare=False)
 
     @property
     def live(self) -> list[int]:
@@ -69,6 +72,12 @@ class SlotTracker:
         ids = [self._free.pop() for _ in range(n)]
         self.live.update(ids)
         return ids
+
+    def unalloc(self, ids: list[int]) -> None:
+        """Undo ``alloc`` of ``ids`` (what it returned): the next ``alloc`` hands them out again, in that order."""
+        for s in reversed(ids):
+            self.live.discard(s)
+            self._free.append(s)
 
     def check_free(self, ids: list[int]) -> None:
         self.check_idle(ids, "free", allow_torn=True)
@@ -171,10 +180,22 @@ class SlotTracker:
             if done != all_layers:
                 raise SlotError(f"commit: slots {st.live} have not run {part} of layers {sorted(all_layers - done)} "
                                 "in this step")  # fmt: skip
-        for s, n, w in zip(ids, num_accepted.tolist(), st.windows):
+        counts = num_accepted.tolist()
+        for s, n, w in zip(ids, counts, st.windows):
             if s >= 0 and not 1 <= n <= w:
                 raise SlotError(f"num_accepted={n} for slot {s} is outside [1, {w}] (its window)")
+        if st.committing is not None and tuple(counts) != st.committing:
+            raise SlotError(f"a commit of this step with num_accepted={list(st.committing)} was interrupted; call "
+                            f"commit again with those counts to finish it, got {counts}")  # fmt: skip
         return st
+
+    def check_abort(self, ids: list[int]) -> None:
+        """Refuse to drop a step whose commit began: it may have written part of the committed state already."""
+        st = self.step
+        if st is not None and st.committing is not None:
+            raise SlotError(f"abort: a commit of slots {st.live} with num_accepted={list(st.committing)} was "
+                            "interrupted and may have written part of their state; call commit again with those "
+                            "counts to finish it")  # fmt: skip
 
     def end_step(self) -> None:
         self.step = None

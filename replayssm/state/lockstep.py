@@ -32,6 +32,25 @@ def _lockstep_fields(pool) -> dict:
                 validate=cfg.validate, impl=cfg.impl, device=pool.device)  # fmt: skip
 
 
+def _same_call(a: tuple, b: tuple) -> bool:
+    """Whether two ``(method, args, kw, parts)`` name the same call: equal values, tensors ``torch.equal`` (only
+    compared when a call was interrupted part-way)."""
+
+    def same(x, y) -> bool:
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            return (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape
+                    and x.dtype == y.dtype and x.device == y.device and torch.equal(x, y))  # fmt: skip
+        if isinstance(x, (tuple, list)) and isinstance(y, (tuple, list)):
+            return type(x) is type(y) and len(x) == len(y) and all(same(u, v) for u, v in zip(x, y))
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+        if isinstance(x, ParkedSlots) and isinstance(y, ParkedSlots):
+            return x is y
+        return type(x) is type(y) and x == y
+
+    return same(a, b)
+
+
 class LockstepPool:
     """A ``GDNStateBackend`` over several pools: ``primary`` answers, ``shadow`` mirrors every state change.
 
@@ -53,6 +72,7 @@ class LockstepPool:
                                  + ", ".join(diff))  # fmt: skip
         self.primary, self.shadow, self.extra = primary, shadow, list(extra)
         self.cfg, self.device = primary.cfg, primary.device
+        self._partial: tuple | None = None  # (call, results of the pools that finished it): ``_each``
 
     @property
     def _followers(self) -> list[GDNStateBackend]:
@@ -71,20 +91,40 @@ class LockstepPool:
             raise RuntimeError(f"lockstep pools {what} different slots")
         return slots
 
-    def _each(self, method: str, *args, **kw) -> list:
-        """``method`` on every pool, the primary first. Each pool checks everything before it writes, and all
-        of them keep the same books, so when the primary refuses nothing moved anywhere; a shadow refusing what
-        the primary accepted means the pools disagree, which is a bug and is said so."""
-        out = []
-        for i, p in enumerate(self._all):
+    def _each(self, method: str, *args, parts: tuple | None = None, **kw) -> list:
+        """``method`` on every pool, the primary first (pool ``i`` gets ``parts[i]`` as its first argument, where
+        given). Each pool checks everything before it writes, and all of them keep the same books, so when the
+        primary refuses nothing moved anywhere; a shadow refusing what the primary accepted means the pools
+        disagree, which is a bug and is said so.
+
+        A call that fails part-way through the pools (an interrupt, a failed launch) leaves the ones that finished
+        it noted: the same call again (same method, equal arguments) runs it on the others only and returns what one
+        call would have; any other call is refused until then, ``abort`` included (the pools are apart)."""
+        key = (method, args, kw, parts)
+        done = self._resumed(key)
+        out = list(done)
+        for i, p in enumerate(self._all[len(done) :], len(done)):
+            a = args if parts is None else (parts[i], *args)
             try:
-                out.append(getattr(p, method)(*args, **kw))
+                out.append(getattr(p, method)(*a, **kw))
             except Exception as e:
                 if i == 0:
                     raise
                 raise RuntimeError(f"lockstep pools disagree: pool {i} ({p.cfg.backend}) raised in {method} after "
                                    f"the primary succeeded: {e!r}") from e  # fmt: skip
+            self._partial = (key, list(out)) if len(out) < len(self._all) else None
         return out
+
+    def _resumed(self, key: tuple) -> list:
+        """The results of the pools that finished ``key`` before it was interrupted (none if it was not); raises if
+        another call was interrupted part-way."""
+        if self._partial is None:
+            return []
+        if not _same_call(self._partial[0], key):
+            name, n = self._partial[0][0].lstrip("_"), len(self._partial[1])
+            raise RuntimeError(f"an interrupted {name} ran on {n} of the {len(self._all)} lockstep pools; call "
+                               f"{name} again with the same arguments to finish it")  # fmt: skip
+        return self._partial[1]
 
     def alloc(self, n: int) -> torch.Tensor:
         slots, *others = self._each("alloc", n)
@@ -100,7 +140,9 @@ class LockstepPool:
             p.check_write_prefill(layer, slots, state, conv_state)
 
     def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
-        self.check_write_prefill(layer, slots, state, conv_state)  # every pool, before any of them writes
+        key = ("_write_prefill", (layer, slots, state, conv_state), {}, None)
+        if not self._resumed(key):  # (an interrupted write_prefill: the pools that wrote would pass the checks too)
+            self.check_write_prefill(layer, slots, state, conv_state)  # every pool, before any of them writes
         self._each("_write_prefill", layer, slots, state, conv_state)  # (checked: each pool's reads once)
 
     def conv_update(self, layer: int, x: torch.Tensor, **kw) -> torch.Tensor:
@@ -131,8 +173,18 @@ class LockstepPool:
         self._each("commit", slots, num_accepted)
 
     def abort(self, slots: torch.Tensor) -> list[int]:
-        """Abort on every pool; the slots any of them lost (see ``GDNStatePool.abort``)."""
-        return sorted({s for lost in self._each("abort", slots) for s in lost})
+        """Abort on every pool; the slots any of them lost (see ``GDNStatePool.abort``). A layer's call of the step
+        that ran on some of the pools only (interrupted) is dropped with the step; any other interrupted call is not
+        (``_each``)."""
+        saved = self._partial
+        if saved is not None and saved[0][0] in ("conv_update", "verify", "decode"):
+            self._partial = None  # each pool's books know how far its step got
+        try:
+            return sorted({s for lost in self._each("abort", slots) for s in lost})
+        except BaseException:
+            if self._partial is None:  # no pool aborted: the interrupted call is still there to finish
+                self._partial = saved
+            raise
 
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         return self.primary.committed_state(layer, slots)
@@ -155,8 +207,9 @@ class LockstepPool:
             p.check_restore(one, room)
 
     def restore(self, parked: tuple[ParkedSlots, ...]) -> torch.Tensor:
-        self.check_restore(parked)  # every pool refuses before any of them allocates
-        slots, *others = [p.restore(one) for p, one in zip(self._all, parked)]
+        if not self._resumed(("restore", (), {}, parked)):
+            self.check_restore(parked)  # every pool refuses before any of them allocates
+        slots, *others = self._each("restore", parts=parked)
         return self._same_slots(slots, others, "restored into")
 
     def fork(self, slots: torch.Tensor) -> torch.Tensor:

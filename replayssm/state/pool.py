@@ -27,7 +27,7 @@ from ..ops import (
     ring_mark_folded,
     ring_reset,
 )
-from ..ops._validate import check_tensor
+from ..ops._validate import byte_spans, check_tensor
 from ..ops.conv import causal_conv1d_update, conv_commit
 from ..ops.snapshots import commit_snapshots
 from . import transfer
@@ -35,6 +35,16 @@ from .config import PoolConfig
 from .lifecycle import SlotError, SlotTracker
 from .memory import pool_memory_report
 from .transfer import ParkedSlots
+
+
+def _source(t: Tensor, device, *buffers: Tensor) -> Tensor:
+    """``t`` on ``device``, copied first where it shares memory with one of the pool's ``buffers`` (a view of the
+    pool's own state: writing it in place would read what the write already changed)."""
+    t = t.to(device)
+    span = byte_spans([("t", t)])
+    if span and any(lo < span[0][1] and span[0][0] < hi for lo, hi, _ in byte_spans((None, b) for b in buffers)):
+        t = t.clone()
+    return t
 
 
 class GDNStatePool:
@@ -91,12 +101,14 @@ class GDNStatePool:
         """Whether this pool takes ``verify`` (every pool but a recurrent one of window 1, which only decodes)."""
         return self.cfg.backend == "replay" or self.snapshots is not None
 
-    def _ids(self, slots, name="slots", padding=True) -> list[int]:
+    def _ids(self, slots, name="slots", padding=True, batch=None) -> list[int]:
+        """Check ``slots`` (ids with ``padding`` -1 rows when allowed); ``batch`` (default: ``padding``, a step's
+        rows) caps them at ``max_batch``, the rows of the step's scratch."""
         if not isinstance(slots, torch.Tensor) or slots.dtype != torch.int32 or slots.dim() != 1:
             raise TypeError(f"{name} must be a 1-D int32 tensor, got {slots!r:.80}")
         if slots.device != self.device:
             raise ValueError(f"{name} must be on {self.device}, got {slots.device}")
-        if slots.shape[0] > self.cfg.batch_rows:
+        if (padding if batch is None else batch) and slots.shape[0] > self.cfg.batch_rows:
             raise ValueError(f"{name} has {slots.shape[0]} rows, more than PoolConfig.max_batch={self.cfg.batch_rows}")
         return self.tracker.check_ids(slots, name, padding) if self.cfg.validate else []
 
@@ -117,10 +129,11 @@ class GDNStatePool:
 
     def _write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
         """``write_prefill`` once its checks passed (``LockstepPool`` runs every pool's checks first, then this)."""
-        state, conv_state = state.to(self.device), conv_state.to(self.device)
+        state, conv_state = (_source(t, self.device, self.checkpoint, self.conv_state) for t in (state, conv_state))
         idx = slots.long()
-        self.checkpoint[layer, idx] = state
-        self.conv_state[layer, idx] = conv_state
+        with torch.no_grad():  # the pool keeps values, never a caller's autograd graph
+            self.checkpoint[layer, idx] = state
+            self.conv_state[layer, idx] = conv_state
 
     def check_write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor):
         """Raise what ``write_prefill`` would raise before changing anything; return quietly otherwise."""
@@ -159,7 +172,7 @@ class GDNStatePool:
             self.tracker.check_call("conv", layer, ids, cu_seqlens, None)
         scratch = self.conv_scratch[layer]
         y = causal_conv1d_update(x, self.conv_state[layer], weight, bias, slots, cu_seqlens, scratch, split=split,
-                                 validate=self.cfg.validate)  # fmt: skip
+                                 validate=self.cfg.validate, impl=self.cfg.impl)  # fmt: skip
         if self.cfg.validate:
             self.tracker.record("conv", layer, ids, cu_seqlens, None)
         return y
@@ -174,11 +187,12 @@ class GDNStatePool:
                scale: float | None = None) -> Tensor:  # fmt: skip
         """One plain (non-speculative) token per slot; ``commit`` it with ``num_accepted`` all 1."""
         self._ids(slots)
+        if not isinstance(q, torch.Tensor):
+            raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
         if cu_seqlens is None:
             cu_seqlens = torch.arange(slots.shape[0] + 1, dtype=torch.int32, device=self.device)
-        if not isinstance(q, torch.Tensor) or q.dim() < 1 or q.shape[0] != slots.shape[0]:
-            got = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
-            raise ValueError(f"decode takes one token per slot: q {got} for {slots.shape[0]} slots")
+        if q.dim() < 1 or q.shape[0] != slots.shape[0]:
+            raise ValueError(f"decode takes one token per slot: q {tuple(q.shape)} for {slots.shape[0]} slots")
         return self._window(layer, "decode", q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale)
 
     def _window(self, layer, kind, q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale):
@@ -229,15 +243,23 @@ class GDNStatePool:
         is written, as is a second batch while a step is in flight. With ``PoolConfig.validate`` off (CUDA
         graphs) nothing is checked: the caller guarantees it. A replay pool may then fold ahead (``_folds_ahead``):
         the rows the commit flags fold now, in every layer (checkpoints, fold markers and their cursors move; the
-        committed state does not)."""
+        committed state does not).
+
+        A commit that raises after it began writing (a failed launch, an interrupt) leaves the step in flight and
+        marked: ``commit`` again with the same ``num_accepted`` finishes it exactly as one call would have (the ring
+        cursors are put back first; the rest a commit writes, it can write twice), and ``abort`` is refused, since
+        part of the committed state may have moved. With validation off nothing tells, as above."""
         ids = self._ids(slots)
         check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=self.device)
-        kind = self._kind
+        kind, st = self._kind, None
         if self.cfg.validate:
-            kind = self.tracker.check_commit(ids, num_accepted).kind
+            st = self.tracker.check_commit(ids, num_accepted)
+            kind = st.kind
         ahead = self._folds_ahead(slots, kind)  # (before anything is written: these two read environment switches)
         phase = self.cfg.backend == "replay" and fold_phase_pays(slots.shape[0], self.cfg.HV, self.cfg.window,
                                                                  self.device)  # fmt: skip
+        if st is not None:
+            self._begin_commit(st, slots, num_accepted)
         if self.cfg.backend == "replay":
             ring_commit(self.cursors, slots, num_accepted, fold_phase=phase, validate=False, impl=self.cfg.impl)
         elif kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
@@ -247,6 +269,21 @@ class GDNStatePool:
         if ahead:  # last: the step is committed by now, and if this fails the rows keep their flush flags and
             # their next verify folds them (a fold it began is marked: not folded twice)
             gdn_fold_ahead(self.checkpoint, self.ring_layers, slots, validate=False, impl=self.cfg.impl)
+
+    def _begin_commit(self, st, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
+        """Mark the step's commit begun (first attempt), or put back what a commit that was interrupted moved and
+        cannot move twice (the replay ring's cursors of these rows; a retry runs again from there)."""
+        c = self.cursors if self.cfg.backend == "replay" else None
+        if st.committing is None:
+            if c is not None:
+                idx = slots[slots >= 0].long()
+                st.saved = (idx, torch.stack([c.write_pos[idx], c.base[idx], c.flush[idx], c.pending[idx],
+                                              c.epoch[idx]]))  # fmt: skip
+            st.committing = tuple(num_accepted.tolist())  # last: from here on a failure leaves the commit begun
+        elif c is not None:
+            idx, old = st.saved
+            for t, row in zip((c.write_pos, c.base, c.flush, c.pending, c.epoch), old):
+                t[idx] = row
 
     def _folds_ahead(self, slots: torch.Tensor, kind: str | None) -> bool:
         """Whether a commit folds the rows it flags right away (``ops.gdn_fold_ahead``), every layer at once: a replay
@@ -276,6 +313,7 @@ class GDNStatePool:
             st = self.tracker.step
             if st is None:
                 return []
+            self.tracker.check_abort(ids)
             if tuple(ids) != st.rows:
                 raise SlotError(f"abort must name exactly the rows of the step in flight, {list(st.rows)}, got {ids}")
             if cfg.backend == "recurrent" and st.kind == "decode" and st.ssm:
@@ -312,7 +350,7 @@ class GDNStatePool:
     def flush(self, slots: torch.Tensor) -> None:
         """Fold the pending history of ``slots`` into their checkpoints, in every layer (replay; no-op
         for recurrent). Needed before the committed state is handed elsewhere by reference."""
-        ids = self._ids(slots)
+        ids = self._ids(slots, batch=False)
         if self.cfg.validate:
             self.tracker.check_idle(ids, "flush")
         if self.cfg.backend == "replay":

@@ -128,6 +128,7 @@ def _to(device: torch.device, checkpoint, conv_state, ring, cursors):
     return checkpoint.to(device), conv_state.to(device), ring, cursors
 
 
+@torch.no_grad()  # the pool keeps values, never a caller's autograd graph
 def _scatter(pool, slots: torch.Tensor, checkpoint, conv_state, ring, cursors) -> None:
     idx = slots.long()
     pool.checkpoint[:, idx] = checkpoint.to(pool.device)
@@ -164,16 +165,27 @@ def check_restore(pool, parked: ParkedSlots, room: bool = True) -> None:
 def restore(pool, parked: ParkedSlots) -> torch.Tensor:
     check_restore(pool, parked)
     data = _to(pool.device, parked.checkpoint, parked.conv_state, parked.ring, parked.cursors)
-    new = pool.alloc(parked.num_slots)
-    _scatter(pool, new, *data)
-    return new
+    return _into_new_slots(pool, parked.num_slots, data)
 
 
 def fork(pool, slots: torch.Tensor) -> torch.Tensor:
     ids = pool._ids(slots, padding=False)
+    if not ids and slots.shape[0] == 0:
+        raise ValueError("slots must name at least one slot to fork, got none")
     if pool.cfg.validate:
         pool.tracker.check_idle(ids, "fork")
     data = _gather(pool, slots, pool.device)
-    new = pool.alloc(slots.shape[0])
-    _scatter(pool, new, *data)
+    return _into_new_slots(pool, slots.shape[0], data)
+
+
+def _into_new_slots(pool, n: int, data) -> torch.Tensor:
+    """Allocate ``n`` slots and write ``data`` into them; if the writes fail part-way (a failed copy, an interrupt),
+    the slots go back to the free list in the order they came, so that nothing leaks and a retry gets the same ids
+    (what the failed writes left in them is a free slot's content, which ``alloc`` resets)."""
+    new = pool.alloc(n)
+    try:
+        _scatter(pool, new, *data)
+    except BaseException:
+        pool.tracker.unalloc(new.tolist())
+        raise
     return new

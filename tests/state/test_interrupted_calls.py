@@ -1,0 +1,202 @@
+"""Calls that fail part-way through their writes (a failed launch, an interrupt): a sixth misuse review.
+
+A pool's commit, a lockstep pair's call and a fork or restore each write more than one thing. Failing between two
+of those writes must leave something a retry finishes exactly as one call would have, and nothing leaks: each test
+here failed before its fix (the commit was applied twice on retry, the pair stayed apart, the new slots leaked).
+"""
+
+import copy
+
+import pytest
+import torch
+
+import replayssm.state.pool as pool_module
+import replayssm.state.transfer as transfer_module
+from replayssm.state import SlotError
+from replayssm.state.lockstep import LockstepPool
+from tests.helpers import pools
+from tests.helpers.pools import Weights, device_state, inputs, same, slot_state, slots
+
+
+class _Stop(BaseException):  # like KeyboardInterrupt: not an Exception, so nothing catches it on the way
+    pass
+
+
+def _fail_after(module, name: str):
+    """Make ``module.name`` run, then raise ``_Stop``; returns the undo."""
+    op = getattr(module, name)
+
+    def run(*a, **kw):
+        op(*a, **kw)
+        raise _Stop(f"after {name} wrote")
+
+    setattr(module, name, run)
+    return lambda: setattr(module, name, op)
+
+
+def _steps(p, w, first_commit):
+    """Two steps over slots 0 and 1: the first committed by ``first_commit(p)``, the second plainly (so a wrong
+    cursor or conv state after the first shows in the second's outputs and states)."""
+    g = torch.Generator().manual_seed(3)
+    pools.layers(p, w, [0, 1], inputs(p.cfg, [3, 2], g))
+    first_commit(p)
+    out = pools.step(p, w, [0, 1], inputs(p.cfg, [3, 3], g), [3, 1])
+    return out, slot_state(p, [0, 1]), device_state(p)
+
+
+def _fresh(backend):
+    p = pools.pool(backend)
+    p.alloc(2)
+    return p, Weights(p.cfg, 5)
+
+
+WRITES = {"replay": ("ring_commit", "conv_commit"), "recurrent": ("commit_snapshots", "conv_commit")}
+
+
+@pytest.mark.parametrize("backend", ["replay", "recurrent"])
+@pytest.mark.parametrize("part", [0, 1])
+def test_a_commit_that_failed_part_way_finishes_on_retry_and_cannot_be_aborted(backend, part):
+    p, w = _fresh(backend)
+    clean = _steps(p, w, lambda q: q.commit(slots([0, 1]), slots([2, 1])))
+
+    def interrupted(q):
+        undo = _fail_after(pool_module, WRITES[backend][part])
+        try:
+            with pytest.raises(_Stop):
+                q.commit(slots([0, 1]), slots([2, 1]))
+        finally:
+            undo()
+        books = copy.deepcopy(q.tracker.__dict__)
+        dev = device_state(q, scratch=True)
+        with pytest.raises(SlotError, match="interrupted"):
+            q.abort(slots([0, 1]))
+        with pytest.raises(SlotError, match=r"num_accepted=\[2, 1\] was interrupted"):
+            q.commit(slots([0, 1]), slots([1, 1]))
+        assert same(device_state(q, scratch=True), dev) and q.tracker.__dict__ == books
+        q.commit(slots([0, 1]), slots([2, 1]))
+
+    p2, w2 = _fresh(backend)
+    got = _steps(p2, w2, interrupted)
+    for a, b in zip(clean, got):
+        assert same(a, b)
+
+
+def _pair(**kw):
+    a, b = pools.pool("replay", **kw), pools.pool("recurrent", **kw)
+    return LockstepPool(a, b), a, b
+
+
+def _interrupt_shadow(lp, method):
+    """The shadow's ``method`` raises ``_Stop`` before it writes, once."""
+    real = getattr(lp.shadow, method)
+
+    def stop(*a, **kw):
+        setattr(lp.shadow, method, real)
+        raise _Stop(f"between the pools' {method}")
+
+    setattr(lp.shadow, method, stop)
+
+
+def test_a_lockstep_commit_interrupted_between_the_pools_finishes_on_retry_and_refuses_anything_else():
+    lp, a, b = _pair()
+    lp.alloc(2)
+    w = Weights(a.cfg, 6)
+    pools.layers(lp, w, [0, 1], inputs(a.cfg, [3, 2], torch.Generator().manual_seed(4)))
+    _interrupt_shadow(lp, "commit")
+    with pytest.raises(_Stop):
+        lp.commit(slots([0, 1]), slots([2, 1]))
+    assert a.tracker.step is None and b.tracker.step is not None  # apart
+    for call in (lambda: lp.abort(slots([0, 1])), lambda: lp.alloc(1), lambda: lp.commit(slots([0, 1]), slots([1, 1]))):
+        with pytest.raises(RuntimeError, match="interrupted commit ran on 1 of the 2 lockstep pools"):
+            call()
+    lp.commit(slots([0, 1]), slots([2, 1]))
+    assert a.tracker.step is None and b.tracker.step is None and lp.states_equal(slots([0, 1]))
+    pools.step(lp, w, [0, 1], inputs(a.cfg, [2, 3], torch.Generator().manual_seed(5)), [2, 3])
+    assert lp.states_equal(slots([0, 1]))
+
+
+@pytest.mark.parametrize("method", ["alloc", "free", "fork"])
+def test_lockstep_slot_calls_interrupted_between_the_pools_finish_on_retry(method):
+    lp, a, b = _pair()
+    lp.alloc(2)
+    call = {"alloc": lambda: lp.alloc(1), "free": lambda: lp.free(slots([1])), "fork": lambda: lp.fork(slots([0]))}
+    _interrupt_shadow(lp, method)
+    with pytest.raises(_Stop):
+        call[method]()
+    assert a.tracker.live != b.tracker.live
+    got = call[method]()
+    assert a.tracker.live == b.tracker.live and a.tracker._free == b.tracker._free
+    if method != "free":
+        assert got.tolist() == [2]
+
+
+def test_a_lockstep_verify_interrupted_between_the_pools_is_dropped_by_abort():
+    lp, a, b = _pair()
+    lp.alloc(2)
+    w = Weights(a.cfg, 7)
+    x = inputs(a.cfg, [3, 2], torch.Generator().manual_seed(6))
+    pools.conv(lp, w, 0, [0, 1], x)
+    _interrupt_shadow(lp, "verify")
+    with pytest.raises(_Stop):
+        pools.ssm(lp, w, 0, [0, 1], x)
+    lp.abort(slots([0, 1]))
+    assert a.tracker.step is None and b.tracker.step is None
+    pools.step(lp, w, [0, 1], x, [3, 2])
+    assert lp.states_equal(slots([0, 1]))
+
+
+@pytest.mark.parametrize("backend", ["replay", "recurrent"])
+@pytest.mark.parametrize("what", ["fork", "restore"])
+def test_a_fork_or_restore_that_fails_while_copying_leaks_no_slot_and_a_retry_gets_the_same_ids(backend, what):
+    p, w = _fresh(backend)
+    pools.step(p, w, [0, 1], inputs(p.cfg, [3, 2], torch.Generator().manual_seed(8)), [2, 2])
+    parked = p.offload(slots([1]))
+    call = (lambda: p.fork(slots([0]))) if what == "fork" else (lambda: p.restore(parked))
+    free, books = p.num_free, copy.deepcopy(p.tracker.__dict__)
+    undo = _fail_after(transfer_module, "_scatter")
+    try:
+        with pytest.raises(_Stop):
+            call()
+    finally:
+        undo()
+    assert p.num_free == free and p.tracker.__dict__ == books
+    new = call()
+    assert new.tolist() == [2]
+    src = [0] if what == "fork" else [1]
+    assert same(slot_state(p, [2]), slot_state(p, src))
+
+
+def test_the_runner_s_commit_interrupted_between_the_gdn_state_and_the_kv_cache_finishes_on_retry():
+    from replayssm.engine.llm import LLM
+    from replayssm.tiny import TINY_MODEL
+
+    def run(interrupt):
+        llm = LLM(TINY_MODEL, backend="replay", window=2, drafter="ngram", device="cpu", dtype=torch.float32,
+                  max_slots=2, max_len=64, cuda_graphs=False)  # fmt: skip
+        r = llm.runner
+        slot = r.alloc()
+        r.prefill(slot, [1, 2, 3, 4])
+        r.step([slot], torch.tensor([[5, 6]]))
+        if interrupt:
+            real = r.kv.commit
+
+            def stop(*a, **kw):
+                real(*a, **kw)  # the lengths moved, then the interrupt
+                raise _Stop
+
+            r.kv.commit = stop
+            with pytest.raises(_Stop):
+                r.commit([2])
+            r.kv.commit = real
+            with pytest.raises(RuntimeError, match="interrupted"):
+                r.abort()
+            with pytest.raises(ValueError, match=r"num_accepted: a commit with \[2\] was interrupted"):
+                r.commit([1])
+        r.commit([2])
+        logits = r.step([slot], torch.tensor([[7, 8]]))
+        r.commit([1])
+        return r.kv_len(slot), logits, [r.pool.committed_state(i, slots([slot])) for i in range(r.pool.cfg.num_layers)]
+
+    clean, got = run(False), run(True)
+    assert clean[0] == got[0] == 4 + 2 + 1
+    assert torch.equal(clean[1], got[1]) and same(clean[2], got[2])
