@@ -189,6 +189,21 @@ class SlotTracker:
                             f"commit again with those counts to finish it, got {counts}")  # fmt: skip
         return st
 
+    def begin_commit(self, st: StepInFlight, cursors, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
+        """Mark the step's commit begun (first attempt), or put back what an interrupted attempt moved and cannot
+        move twice: the replay ring's ``cursors`` of these rows (None for a recurrent pool, whose commit only
+        copies), so that the retry runs again from there."""
+        names = ("write_pos", "base", "flush", "pending", "epoch")
+        if st.committing is None:
+            if cursors is not None:
+                idx = slots[slots >= 0].long()
+                st.saved = (idx, torch.stack([getattr(cursors, n)[idx] for n in names]))
+            st.committing = tuple(num_accepted.tolist())  # last: from here on a failure leaves the commit begun
+        elif cursors is not None:
+            idx, old = st.saved
+            for n, row in zip(names, old):
+                getattr(cursors, n)[idx] = row
+
     def check_abort(self, ids: list[int]) -> None:
         """Refuse to drop a step whose commit began: it may have written part of the committed state already."""
         st = self.step

@@ -27,7 +27,7 @@ from ..ops import (
     ring_mark_folded,
     ring_reset,
 )
-from ..ops._validate import byte_spans, check_tensor
+from ..ops._validate import check_tensor
 from ..ops.conv import causal_conv1d_update, conv_commit
 from ..ops.snapshots import commit_snapshots
 from . import transfer
@@ -35,16 +35,6 @@ from .config import PoolConfig
 from .lifecycle import SlotError, SlotTracker
 from .memory import pool_memory_report
 from .transfer import ParkedSlots
-
-
-def _source(t: Tensor, device, *buffers: Tensor) -> Tensor:
-    """``t`` on ``device``, copied first where it shares memory with one of the pool's ``buffers`` (a view of the
-    pool's own state: writing it in place would read what the write already changed)."""
-    t = t.to(device)
-    span = byte_spans([("t", t)])
-    if span and any(lo < span[0][1] and span[0][0] < hi for lo, hi, _ in byte_spans((None, b) for b in buffers)):
-        t = t.clone()
-    return t
 
 
 class GDNStatePool:
@@ -129,7 +119,9 @@ class GDNStatePool:
 
     def _write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
         """``write_prefill`` once its checks passed (``LockstepPool`` runs every pool's checks first, then this)."""
-        state, conv_state = (_source(t, self.device, self.checkpoint, self.conv_state) for t in (state, conv_state))
+        state, conv_state = (
+            transfer.copy_in(t, self.device, self.checkpoint, self.conv_state) for t in (state, conv_state)
+        )
         idx = slots.long()
         with torch.no_grad():  # the pool keeps values, never a caller's autograd graph
             self.checkpoint[layer, idx] = state
@@ -259,7 +251,7 @@ class GDNStatePool:
         phase = self.cfg.backend == "replay" and fold_phase_pays(slots.shape[0], self.cfg.HV, self.cfg.window,
                                                                  self.device)  # fmt: skip
         if st is not None:
-            self._begin_commit(st, slots, num_accepted)
+            self.tracker.begin_commit(st, self.cursors if self.cfg.backend == "replay" else None, slots, num_accepted)
         if self.cfg.backend == "replay":
             ring_commit(self.cursors, slots, num_accepted, fold_phase=phase, validate=False, impl=self.cfg.impl)
         elif kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
@@ -269,21 +261,6 @@ class GDNStatePool:
         if ahead:  # last: the step is committed by now, and if this fails the rows keep their flush flags and
             # their next verify folds them (a fold it began is marked: not folded twice)
             gdn_fold_ahead(self.checkpoint, self.ring_layers, slots, validate=False, impl=self.cfg.impl)
-
-    def _begin_commit(self, st, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
-        """Mark the step's commit begun (first attempt), or put back what a commit that was interrupted moved and
-        cannot move twice (the replay ring's cursors of these rows; a retry runs again from there)."""
-        c = self.cursors if self.cfg.backend == "replay" else None
-        if st.committing is None:
-            if c is not None:
-                idx = slots[slots >= 0].long()
-                st.saved = (idx, torch.stack([c.write_pos[idx], c.base[idx], c.flush[idx], c.pending[idx],
-                                              c.epoch[idx]]))  # fmt: skip
-            st.committing = tuple(num_accepted.tolist())  # last: from here on a failure leaves the commit begun
-        elif c is not None:
-            idx, old = st.saved
-            for t, row in zip((c.write_pos, c.base, c.flush, c.pending, c.epoch), old):
-                t[idx] = row
 
     def _folds_ahead(self, slots: torch.Tensor, kind: str | None) -> bool:
         """Whether a commit folds the rows it flags right away (``ops.gdn_fold_ahead``), every layer at once: a replay

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from ..ops import Ring
+from ..ops._validate import byte_spans
 from .config import PoolConfig
 
 _RING = ("ring_k", "ring_v", "ring_g", "ring_beta", "ring_u")
@@ -126,6 +127,16 @@ def _to(device: torch.device, checkpoint, conv_state, ring, cursors):
     ring = None if ring is None else {n: t.to(device) for n, t in ring.items()}
     cursors = None if cursors is None else {n: t.to(device) for n, t in cursors.items()}
     return checkpoint.to(device), conv_state.to(device), ring, cursors
+
+
+def copy_in(t: torch.Tensor, device, *buffers: torch.Tensor) -> torch.Tensor:
+    """``t`` on ``device``, copied first where it shares memory with one of the pool's ``buffers`` (a view of the
+    pool's own state: writing it in place would read what the write already changed)."""
+    t = t.to(device)
+    span = byte_spans([("t", t)])
+    if span and any(lo < span[0][1] and span[0][0] < hi for lo, hi, _ in byte_spans((None, b) for b in buffers)):
+        t = t.clone()
+    return t
 
 
 @torch.no_grad()  # the pool keeps values, never a caller's autograd graph
