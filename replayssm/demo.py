@@ -45,7 +45,8 @@ def _run(runner: ModelRunner, prompts: list[list[int]], max_new: int, drafter: s
     dt = time.perf_counter() - t0
     acc = [a for r in reqs for a in r.accepted]
     return {"tokens": [r.generated for r in reqs], "tokens_per_s": sum(len(r.generated) for r in reqs) / dt,
-            "steps": steps, "bitwise_every_step": bitwise, "mean_accepted": sum(acc) / len(acc),
+            "steps": steps, "bitwise_every_step": bitwise if check_lockstep else None,  # (None: not checked)
+            "mean_accepted": sum(acc) / len(acc),
             "per_prompt": [sum(r.accepted) / len(r.accepted) for r in reqs]}  # fmt: skip
 
 
@@ -64,6 +65,12 @@ class ModelDemo:
         self.labelled = demo_prompts(model_dir)
         self.prompts = [self.tokenizer.encode(text).ids for _, text in self.labelled]
         self.max_new_tokens, self.window = max_new_tokens, window
+        limit = self.model.config.max_position_embeddings
+        longest = max(map(len, self.prompts))
+        if limit is not None and longest + max_new_tokens + window + 1 > limit:
+            raise ValueError(f"max_new_tokens={max_new_tokens}: the longest prompt ({longest} tokens) + max_new_tokens "
+                             f"+ the window ({window}) + 1 must fit the model's {limit} positions, so at most "
+                             f"{limit - longest - window - 1}")  # fmt: skip
         self.runs = [r for r in RUNS if self.model.mtp is not None or r[2] != "mtp"]
 
     @property

@@ -27,6 +27,13 @@ class LayerDemoConfig:
     ring_len: int | None = None  # L: a power of two >= 2 * window, or None (ring_length_for(window), as a pool)
     seed: int = 0
 
+    def bytes_needed(self, dtype: torch.dtype) -> int:
+        """What ``run_layer_demo`` allocates, roughly: three fp32 states and the snapshots per request, the ring."""
+        B, T, HV, V, K = self.batch, self.window, self.HV, self.V, self.K
+        L = ring_length_for(T) if self.ring_len is None else self.ring_len
+        ring = Ring.allocate(B, self.H, HV, K, V, L=L, window=T, dtype=dtype, device="meta")
+        return 4 * B * HV * V * K * (3 + T) + ring.nbytes
+
 
 @dataclass
 class LayerDemoResult:

@@ -311,4 +311,6 @@ def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
     plot(out_dir / f"{tag}.png", payload, cfg.modes, f"{header(env)}\n{cfg.preset}, T={cfg.window}, "
          f"{cfg.mean_accepted} accepted per step")  # fmt: skip
     print(payload["table"], flush=True)
+    png = out_dir / f"{tag}.png"
+    print(f"wrote {out_dir / f'{tag}.json'}" + (f" and {png}" if png.is_file() else ""))
     return payload

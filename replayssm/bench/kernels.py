@@ -122,6 +122,8 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
     if payload["points"]:
         _plot(out_dir / f"{tag}.png", payload["points"], impls, env)
     print(payload["table"], flush=True)
+    png = out_dir / f"{tag}.png"
+    print(f"wrote {out_dir / f'{tag}.json'}" + (f" and {png}" if payload["points"] and png.is_file() else ""))
     if cfg.device == "cpu":  # (a fold cost, a difference of two such times, can even come out negative)
         print("cpu: a smoke run of the bench code; its times mean nothing", flush=True)
     if payload["skipped"]:

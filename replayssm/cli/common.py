@@ -108,6 +108,8 @@ def out_dir(path, flag: str = "--out"):
     import tempfile
     from pathlib import Path
 
+    if not str(path).strip():
+        raise UsageError(f"{flag}: give a folder name, got an empty one")
     folder = Path(path).expanduser()
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{flag} {path}: exists and is not a folder; give a folder (created when missing)")
@@ -268,6 +270,8 @@ def model_folder(text: str, flag: str = "--model"):
     refused with the folder to pass instead."""
     from pathlib import Path
 
+    if not str(text).strip():
+        raise UsageError(f"{flag}: give a model folder, got an empty name")
     path = Path(text).expanduser()
     if path.is_file():
         hint = f"give the folder that holds it: {flag} {path.parent}" if path.name == "config.json" else "give a folder"

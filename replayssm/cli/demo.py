@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     d.add_argument("--layer", action="store_true", help="instead: simulate one GDN layer with random inputs")
     d.add_argument("--max-new-tokens", type=integer(1, 4096), default=None,
                    help=f"tokens per prompt (default {MODEL_ONLY['max_new_tokens']}; not with --layer)")  # fmt: skip
-    d.add_argument("--steps", type=integer(1), default=None,
+    d.add_argument("--steps", type=integer(1, 1_000_000), default=None,
                    help=f"--layer: speculative steps (default {LAYER_ONLY['steps']})")  # fmt: skip
     d.add_argument("--batch", type=integer(1, 4096), default=None,
                    help=f"--layer: requests (default {LAYER_ONLY['batch']})")  # fmt: skip
@@ -86,7 +86,10 @@ def run(args) -> int:
     from ..tiny import TINY_MODEL
 
     print(f"replayssm demo: loading the embedded model ({TINY_MODEL}) ...", flush=True)
-    demo = ModelDemo(max_new_tokens=args.max_new_tokens, device=dev, window=args.window)
+    try:
+        demo = ModelDemo(max_new_tokens=args.max_new_tokens, device=dev, window=args.window)
+    except ValueError as e:  # --max-new-tokens past the model's positions (checked once the prompts are encoded)
+        raise UsageError(f"--max-new-tokens {args.max_new_tokens}: {str(e).split(': ', 1)[-1]}") from None
     cfg = demo.model.config
     head = "with its MTP head" if demo.model.mtp is not None else "(no MTP head: n-gram drafts only)"
     print(f"{cfg.num_layers} layers ({len(cfg.gdn_layers)} GDN + {len(cfg.attention_layers)} attention) {head}; "
@@ -165,8 +168,18 @@ def _layer(args, dev, json_path=None) -> int:
 
     cfg = LayerDemoConfig(steps=args.steps, batch=args.batch, window=args.window, ring_len=args.ring,
                           seed=args.seed)  # fmt: skip
+    from ..ops._common import use_triton
+
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    path = "Triton kernels" if dev.type == "cuda" else "PyTorch references"
+    need, have = cfg.bytes_needed(dtype), _memory_bytes(dev)
+    if have is not None and need > 0.8 * have:
+        raise UsageError(f"--batch {cfg.batch} / --ring {cfg.ring_len}: one layer's states, snapshots and rings need "
+                         f"{need / 2**30:.1f} GiB, more than this machine can spare ({have / 2**30:.1f} GiB on "
+                         f"{dev}); lower --batch or --ring")  # fmt: skip
+    try:
+        path = "Triton kernels" if use_triton("auto", torch.empty(0, device=dev)) else "PyTorch references"
+    except ValueError as e:  # REPLAYSSM_IMPL=triton on a CPU without the interpreter
+        raise UsageError(f"REPLAYSSM_IMPL: {e}") from None
     print(f"replayssm demo --layer: one GDN layer, H={cfg.H} HV={cfg.HV} K={cfg.K} V={cfg.V}, batch {cfg.batch}, "
           f"window T={cfg.window}, ring L={cfg.ring_len}, {dtype} activations, {dev} ({path})")  # fmt: skip
     with progress(cfg.steps, "demo --layer", unit="step") as bar:
@@ -182,3 +195,17 @@ def _layer(args, dev, json_path=None) -> int:
 
         _write_json(json_path, {"config": asdict(cfg), "device": str(dev), "dtype": str(dtype), **asdict(r)})
     return 0 if r.bitwise_steps == r.steps else 1
+
+
+def _memory_bytes(dev) -> int | None:
+    """Memory ``dev`` has for a run: the GPU's free memory, or the machine's (None where it cannot tell)."""
+    import os
+
+    import torch
+
+    if dev.type == "cuda":
+        return torch.cuda.mem_get_info(dev)[0]
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

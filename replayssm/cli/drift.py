@@ -48,7 +48,7 @@ def _model_spec(spec: str) -> str:
         from ..bench.synthetic import preset_config
 
         parts = spec.split(":")
-        if len(parts) != 3 or not parts[2].isdigit():
+        if len(parts) != 3 or not (parts[2].isascii() and parts[2].isdigit()):
             raise UsageError(f"--model {spec}: the form is random:PRESET:LAYERS, e.g. random:qwen3.5-4b:8")
         try:  # an unknown preset (the message lists them) or LAYERS outside 4 .. the preset's layer count
             cfg = preset_config(parts[1].lower(), int(parts[2]))
@@ -76,7 +76,12 @@ def run(args) -> int:
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     env = environment()
     print(header(env), flush=True)
-    model, prompts = load_drift_model(spec, dev, dtype)
+    if dev.type == "cpu":
+        torch.set_num_threads(1)  # many tiny tensor operations: more threads only wait on each other (cli/demo.py)
+    try:
+        model, prompts = load_drift_model(spec, dev, dtype)
+    except (ValueError, OSError) as e:  # missing or mis-shaped weights, an unsupported config.json
+        raise UsageError(f"--model {args.model}: {e}") from e
     prompts = prompts[: args.prompts]
     cfg = DriftConfig(tokens=args.tokens, every=args.every, window=args.window, ring_len=args.ring,
                       cuda_graphs=dev.type == "cuda")  # fmt: skip

@@ -33,7 +33,8 @@ def add_parser(sub) -> None:
                    help="draft with the model's MTP head, n-gram prompt lookup, or not at all (auto: MTP when the "
                         "checkpoint has a head, else n-gram)")  # fmt: skip
     add_draft_vocab(g)
-    g.add_argument("--window", type=integer(1, 64), default=4, help="window length T (1 = plain decode)")
+    g.add_argument("--window", type=integer(1, 64), default=None,
+                   help="window length T (1 = plain decode; default 4, or 1 with --drafter none)")  # fmt: skip
     g.add_argument("--ring", type=pow2(2), default=None,
                    help="ring length L: a power of two >= 2 x --window (default: 16, or the least that fits a "
                         "longer window)")  # fmt: skip
@@ -96,20 +97,25 @@ def _check_config(args, folder) -> list[int]:
             raise UsageError(f"--draft-vocab: {folder} has no usable MTP head ({problem}), so --drafter auto drafts "
                              "n-grams; drop --draft-vocab (or use a model with an MTP head)")  # fmt: skip
     ids = load_tokenizer(folder).encode(args.prompt).ids
-    window = 1 if args.drafter == "none" else args.window  # (LLM decodes plainly without a drafter)
+    window = args.window  # (1 with --drafter none: run() saw to it)
     need = len(ids) + args.max_new_tokens + window
     if need > args.max_len:
         tokens = f"{len(ids)} token{'s' if len(ids) != 1 else ''}"
         fix = ("lower --max-new-tokens or shorten --prompt (--max-len can be at most the model's "
                f"max_position_embeddings, {limit})" if limit is not None and need > limit
                else "raise --max-len or shorten --prompt")  # fmt: skip
-        step = f"--window {window}" if window == args.window else "1 (--drafter none decodes a token a step)"
+        step = f"--window {window}" if args.drafter != "none" else "1 (--drafter none decodes a token a step)"
         raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {tokens}, + --max-new-tokens "
                          f"{args.max_new_tokens} + {step} = {need}; {fix}")  # fmt: skip
     return ids
 
 
 def run(args) -> int:
+    if args.drafter == "none" and args.window not in (None, 1):
+        raise UsageError(f"--window {args.window}: --drafter none decodes plainly (window 1); drop --window or pick a "
+                         "drafter")  # fmt: skip
+    if args.window is None:
+        args.window = 1 if args.drafter == "none" else 4
     args.ring = check_ring(args.ring, args.window)
     if args.draft_vocab is not None and args.drafter in ("ngram", "none"):
         raise UsageError(
@@ -120,6 +126,10 @@ def run(args) -> int:
                          "is plain decoding: use --drafter none (or auto)")  # fmt: skip
     if not args.prompt:
         raise UsageError("--prompt: must not be empty")
+    try:
+        args.prompt.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the shell passed that are not UTF-8 (Python keeps them as surrogates)
+        raise UsageError("--prompt: not valid UTF-8 text") from None
     from ..tiny import TINY_MODEL
 
     folder = model_folder(str(TINY_MODEL) if args.model == "tiny" else args.model)
@@ -131,7 +141,12 @@ def run(args) -> int:
         raise UsageError(f"--max-len {args.max_len}: must be greater than --window {args.window} (room for a prompt "
                          "and a window)")  # fmt: skip
     ids = _check_config(args, folder)
-    llm = _load(args, device(args.device), folder)
+    dev = device(args.device)
+    if dev.type == "cpu":
+        import torch
+
+        torch.set_num_threads(1)  # many tiny tensor operations: more threads only wait on each other (cli/demo.py)
+    llm = _load(args, dev, folder)
     eng = llm.engine(temperature=args.temperature, seed=args.seed, ignore_eos=args.ignore_eos)
     req = eng.add(ids, args.max_new_tokens)
     print(args.prompt, end="", flush=True)  # the prompt, then its continuation as it comes (docs/cli.md)

@@ -73,6 +73,13 @@ def cmd_peers(args) -> int:
     missing = [w for w in args.wheels if not os.path.exists(os.path.expanduser(w))]
     if missing:
         raise UsageError(f"--wheels {' '.join(missing)}: no such file or folder")
+    from pathlib import Path
+
+    for w in map(lambda w: Path(w).expanduser(), args.wheels):
+        if w.is_file() and not (w.name.startswith("sglang-") and w.name.endswith(".whl")):
+            raise UsageError(f"--wheels {w}: not an SGLang wheel (sglang-<version>-*.whl)")
+        if w.is_dir() and not any(w.glob("sglang-*.whl")):
+            raise UsageError(f"--wheels {w}: a folder without SGLang wheels (sglang-<version>-*.whl)")
     if args.dest is not None and not args.dest.strip():
         raise UsageError("--dest: give a folder, got an empty name")
     folders = [(f, p) for f, p in (("--dest", args.dest), ("--cache", args.cache if args.download else None)) if p]

@@ -97,7 +97,7 @@ CASES = [
     (["demo", "--batch", "2", "--seed", "1"], "--batch --seed", "not used without --layer"),
     (["demo", "--ring", "32"], "--ring", "or add --layer"),
     (["demo", "--layer", "--max-new-tokens", "8"], "--max-new-tokens", "not used with --layer"),
-    (["demo", "--layer", "--steps", "0"], "--steps", ">= 1"),
+    (["demo", "--layer", "--steps", "0"], "--steps", "from 1 to 1000000"),
     (["demo", "--layer", "--batch", "0"], "--batch", "from 1 to 4096"),
     (["demo", "--layer", "--ring", "12"], "--ring", "power of two"),
     (["demo", "--device", "cuda:x"], "--device", "cpu, cuda or cuda:N"),

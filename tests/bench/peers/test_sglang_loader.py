@@ -170,7 +170,7 @@ def test_cli_peers_without_wheels_is_one_line(tmp_path, capsys, monkeypatch):
     from replayssm.cli import main
 
     monkeypatch.setenv("REPLAYSSM_WHEEL_CACHE", str(tmp_path / "cache"))  # an empty cache
-    assert main(["bench", "peers", "--wheels", str(tmp_path), "--dest", str(tmp_path / "peers")]) == 2
+    assert main(["bench", "peers", "--dest", str(tmp_path / "peers")]) == 2  # (a --wheels folder without any: refused)
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no sglang-0.5.16-*.whl" in err and "--download" in err
     assert str(tmp_path / "cache") in err  # where it also looked
