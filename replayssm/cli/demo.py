@@ -205,6 +205,13 @@ def _memory_bytes(dev) -> int | None:
 
     if dev.type == "cuda":
         return torch.cuda.mem_get_info(dev)[0]
+    try:  # MemAvailable counts the page cache the kernel would give back; MemFree does not
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):

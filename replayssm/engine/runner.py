@@ -234,13 +234,20 @@ class ModelRunner:
         an unaborted run, outputs do not."""
         if self._in_flight is None:
             return
-        if self._committing is not None:
-            raise RuntimeError(
-                f"abort: a commit with num_accepted={self._committing[0]} was interrupted and may "
-                "have committed part of the step; call commit again with those counts to finish it"
-            )
+        began = self._committing
+        if began is not None and began[2]:
+            raise RuntimeError(f"abort: a commit with num_accepted={began[0]} was interrupted after the GDN state "
+                               "took the step; call commit again with those counts to finish it")  # fmt: skip
+        if began is not None:  # the pool rolls its part back; the lengths come back from their copies
+            for c, saved in zip(self._counters(), began[1]):
+                c.copy_(saved)
         self.lost.update(self.pool.abort(self._in_flight[0]))
         self._in_flight = None
+        self._committing = None
+
+    def _counters(self) -> list[torch.Tensor]:
+        """The device tensors an eager commit cannot change twice: the KV lengths, the drafter's (``commit``)."""
+        return [self.kv.lens] + (self.drafter.commit_counters() if self.drafter is not None else [])
 
     def _capture_logits(self, kind: StepKind, B: int, T: int, draft: bool):
         ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
@@ -254,9 +261,11 @@ class ModelRunner:
 
     def commit(self, num_accepted: list[int]) -> None:
         """End the step in flight: keep ``num_accepted[i]`` tokens (bonus included; 1 after a decode) of row
-        i's window in the GDN state and the KV cache of every layer. A commit that raised part-way (a failed
-        launch, an interrupt) is finished by calling it again with the same counts, which gives what one call
-        would have; ``abort`` is then refused (part of the step may be committed)."""
+        i's window in the GDN state and the KV cache of every layer. With a validating pool (``validate``, the
+        default without CUDA graphs), a commit that raised part-way (a failed launch, an interrupt) is finished by
+        calling it again with the same counts, which gives what one call would have, or rolled back by ``abort``
+        until the GDN state has taken it (``GDNStatePool.commit``); without, nothing on the host tells how far it
+        got."""
         if self._in_flight is None:
             raise RuntimeError("no step to commit")
         slots, ids, T = self._in_flight
@@ -266,9 +275,11 @@ class ModelRunner:
             raise ValueError(f"num_accepted: a commit with {began[0]} was interrupted; call commit again with those "
                              f"counts to finish it, got {num_accepted}")  # fmt: skip
         n = torch.tensor(num_accepted, dtype=torch.int32).to(self.device)
-        counters = [self.kv.lens] + (self.drafter.commit_counters() if self.drafter is not None else [])
+        counters = self._counters()
         if began is None:
-            began = self._committing = [num_accepted, [c.clone() for c in counters], False]
+            began = [num_accepted, [c.clone() for c in counters] if self.pool.cfg.validate else [], False]
+            if self.pool.cfg.validate:  # (without, the pool's part could not be repeated or undone either)
+                self._committing = began
         else:  # what the interrupted attempt moved and cannot move twice, put back
             for c, saved in zip(counters, began[1]):
                 c.copy_(saved)

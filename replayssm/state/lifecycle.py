@@ -38,6 +38,7 @@ class StepInFlight:
     # A commit that began writing: its accepted counts and what it needs to run again from the start (``commit``)
     committing: tuple[int, ...] | None = None
     saved: object = field(default=None, compare=False)
+    wrote_state: bool = False  # the recurrent commit may have copied snapshots into the state
 
     @property
     def live(self) -> list[int]:
@@ -52,6 +53,7 @@ class SlotTracker:
         self.step: StepInFlight | None = None
         # Slots whose state an aborted in-place decode (recurrent backend) left half-advanced: only free().
         self.torn: set[int] = set()
+        self.ahead_owed: tuple | None = None  # (rows, counts) of a commit whose fold ahead failed (state/commit.py)
 
     @property
     def num_free(self) -> int:
@@ -151,6 +153,7 @@ class SlotTracker:
         """Note that ``part`` of ``layer`` ran (call after ``check_call`` passed and the op succeeded)."""
         if self.step is None:
             self.step = StepInFlight(tuple(ids), self._windows(ids, cu_seqlens))
+            self.ahead_owed = None  # a fold ahead that failed: this step's verify folds those rows
         if kind is not None:
             self.step.kind = kind
         (self.step.conv if part == "conv" else self.step.ssm).add(layer)
@@ -165,9 +168,9 @@ class SlotTracker:
         if torn:
             self.torn.update(s for s in ids if s >= 0)
 
-    def check_commit(self, ids: list[int], num_accepted: torch.Tensor) -> StepInFlight:
+    def check_commit(self, ids: list[int], num_accepted: torch.Tensor) -> tuple[StepInFlight, list[int]]:
         """Check that ``ids`` are exactly the rows of the step in flight, that every layer ran its conv and
-        its verify, and that every live row accepts 1..window tokens."""
+        its verify, and that every live row accepts 1..window tokens; returns the step and the counts (host)."""
         st = self.step
         if st is None:
             live = [s for s in ids if s >= 0]
@@ -186,31 +189,8 @@ class SlotTracker:
                 raise SlotError(f"num_accepted={n} for slot {s} is outside [1, {w}] (its window)")
         if st.committing is not None and tuple(counts) != st.committing:
             raise SlotError(f"a commit of this step with num_accepted={list(st.committing)} was interrupted; call "
-                            f"commit again with those counts to finish it, got {counts}")  # fmt: skip
-        return st
-
-    def begin_commit(self, st: StepInFlight, cursors, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
-        """Mark the step's commit begun (first attempt), or put back what an interrupted attempt moved and cannot
-        move twice: the replay ring's ``cursors`` of these rows (None for a recurrent pool, whose commit only
-        copies), so that the retry runs again from there."""
-        names = ("write_pos", "base", "flush", "pending", "epoch")
-        if st.committing is None:
-            if cursors is not None:
-                idx = slots[slots >= 0].long()
-                st.saved = (idx, torch.stack([getattr(cursors, n)[idx] for n in names]))
-            st.committing = tuple(num_accepted.tolist())  # last: from here on a failure leaves the commit begun
-        elif cursors is not None:
-            idx, old = st.saved
-            for n, row in zip(names, old):
-                getattr(cursors, n)[idx] = row
-
-    def check_abort(self, ids: list[int]) -> None:
-        """Refuse to drop a step whose commit began: it may have written part of the committed state already."""
-        st = self.step
-        if st is not None and st.committing is not None:
-            raise SlotError(f"abort: a commit of slots {st.live} with num_accepted={list(st.committing)} was "
-                            "interrupted and may have written part of their state; call commit again with those "
-                            "counts to finish it")  # fmt: skip
+                            f"commit again with those counts to finish it (or abort it), got {counts}")  # fmt: skip
+        return st, counts
 
     def end_step(self) -> None:
         self.step = None

@@ -37,9 +37,16 @@ def _same_call(a: tuple, b: tuple) -> bool:
     compared when a call was interrupted part-way)."""
 
     def same(x, y) -> bool:
+        if x is y:
+            return True
         if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-            return (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape
-                    and x.dtype == y.dtype and x.device == y.device and torch.equal(x, y))  # fmt: skip
+            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape
+                    and x.dtype == y.dtype and x.device == y.device):  # fmt: skip
+                return False
+            if x.is_floating_point():  # NaN where the other has NaN counts as equal
+                nan = torch.isnan(x)
+                return torch.equal(nan, torch.isnan(y)) and torch.equal(x.masked_fill(nan, 0), y.masked_fill(nan, 0))
+            return torch.equal(x, y)
         if isinstance(x, (tuple, list)) and isinstance(y, (tuple, list)):
             return type(x) is type(y) and len(x) == len(y) and all(same(u, v) for u, v in zip(x, y))
         if isinstance(x, dict) and isinstance(y, dict):

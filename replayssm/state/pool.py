@@ -18,21 +18,18 @@ from ..ops import (
     Ring,
     RingLayers,
     fold_ahead_pays,
-    fold_phase_pays,
     gdn_exact_fold,
-    gdn_fold_ahead,
     gdn_recurrent,
     gdn_replay_verify,
-    ring_commit,
     ring_mark_folded,
     ring_reset,
 )
 from ..ops._validate import check_tensor
-from ..ops.conv import causal_conv1d_update, conv_commit
-from ..ops.snapshots import commit_snapshots
+from ..ops.conv import causal_conv1d_update
+from . import commit as step_end
 from . import transfer
 from .config import PoolConfig
-from .lifecycle import SlotError, SlotTracker
+from .lifecycle import SlotTracker
 from .memory import pool_memory_report
 from .transfer import ParkedSlots
 
@@ -151,6 +148,7 @@ class GDNStatePool:
                 if pending:
                     raise ValueError(f"slots {pending} hold unfolded ring history; flush() them before write_prefill")
 
+    @torch.no_grad()  # the pool keeps values, never a caller's autograd graph (nor do its outputs carry one)
     def conv_update(self, layer: int, x: Tensor, *, weight: Tensor, bias: Tensor | None, slots: Tensor,
                     cu_seqlens: Tensor, split: tuple[int, int, int] | None = None):  # fmt: skip
         """Causal conv1d + SiLU over the step's tokens x [N, C] -> [N, C], or three contiguous [N, width] parts
@@ -187,6 +185,7 @@ class GDNStatePool:
             raise ValueError(f"decode takes one token per slot: q {tuple(q.shape)} for {slots.shape[0]} slots")
         return self._window(layer, "decode", q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale)
 
+    @torch.no_grad()
     def _window(self, layer, kind, q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale):
         layer = self._layer(layer)
         ids = self._ids(slots)
@@ -237,30 +236,14 @@ class GDNStatePool:
         the rows the commit flags fold now, in every layer (checkpoints, fold markers and their cursors move; the
         committed state does not).
 
-        A commit that raises after it began writing (a failed launch, an interrupt) leaves the step in flight and
-        marked: ``commit`` again with the same ``num_accepted`` finishes it exactly as one call would have (the ring
-        cursors are put back first; the rest a commit writes, it can write twice), and ``abort`` is refused, since
-        part of the committed state may have moved. With validation off nothing tells, as above."""
-        ids = self._ids(slots)
+        A commit that raises after it began writing (a failed launch, an interrupt) leaves the step in flight:
+        ``commit`` again with the same ``num_accepted`` finishes it exactly as one call would have, ``abort`` rolls
+        it back (a recurrent row whose state it may have overwritten is lost); ``state/commit.py`` says how. With
+        validation off nothing on the host tells how far it got, as above."""
+        self._ids(slots)
         check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=self.device)
-        kind, st = self._kind, None
-        if self.cfg.validate:
-            st = self.tracker.check_commit(ids, num_accepted)
-            kind = st.kind
-        ahead = self._folds_ahead(slots, kind)  # (before anything is written: these two read environment switches)
-        phase = self.cfg.backend == "replay" and fold_phase_pays(slots.shape[0], self.cfg.HV, self.cfg.window,
-                                                                 self.device)  # fmt: skip
-        if st is not None:
-            self.tracker.begin_commit(st, self.cursors if self.cfg.backend == "replay" else None, slots, num_accepted)
-        if self.cfg.backend == "replay":
-            ring_commit(self.cursors, slots, num_accepted, fold_phase=phase, validate=False, impl=self.cfg.impl)
-        elif kind == "verify":  # decode updated the state in place; verify left snapshots to pick from
-            commit_snapshots(self.checkpoint, self.snapshots, slots, num_accepted, validate=False, impl=self.cfg.impl)
-        conv_commit(self.conv_state, self.conv_scratch, slots, num_accepted, impl=self.cfg.impl, validate=False)
-        self.tracker.end_step()
-        if ahead:  # last: the step is committed by now, and if this fails the rows keep their flush flags and
-            # their next verify folds them (a fold it began is marked: not folded twice)
-            gdn_fold_ahead(self.checkpoint, self.ring_layers, slots, validate=False, impl=self.cfg.impl)
+        with torch.no_grad():
+            step_end.commit(self, slots, num_accepted)
 
     def _folds_ahead(self, slots: torch.Tensor, kind: str | None) -> bool:
         """Whether a commit folds the rows it flags right away (``ops.gdn_fold_ahead``), every layer at once: a replay
@@ -280,29 +263,13 @@ class GDNStatePool:
         history unfolded), so a retry of the step gives its first attempt's outputs bit for bit.
 
         Recurrent: a verify wrote only snapshots; a *decode* updated the state in place, so rows of an aborted
-        decode step that ran any layer lose their state (they can only be freed). Returns those slots: exactly
+        decode step that ran any layer lose their state (they can only be freed), as do the rows of a verify step
+        whose commit failed after it may have copied snapshots into the state. Returns those slots: exactly
         with validation on; with it off (CUDA graphs) every row's slot when the latest verify/decode call this
         pool ran (or captured) was a decode, since nothing on the host tells how far the failed step got."""
         ids = self._ids(slots)
-        cfg = self.cfg
-        torn = []
-        if cfg.validate:
-            st = self.tracker.step
-            if st is None:
-                return []
-            self.tracker.check_abort(ids)
-            if tuple(ids) != st.rows:
-                raise SlotError(f"abort must name exactly the rows of the step in flight, {list(st.rows)}, got {ids}")
-            if cfg.backend == "recurrent" and st.kind == "decode" and st.ssm:
-                torn = st.live
-        elif cfg.backend == "recurrent" and self._kind == "decode":
-            torn = [s for s in slots.tolist() if s >= 0]
-        if cfg.backend == "replay":  # the flushing rows, in every layer; then no row keeps the step's window
-            gdn_fold_ahead(self.checkpoint, self.ring_layers, slots, validate=False, impl=self.cfg.impl)
-            self.cursors.pending[slots[slots >= 0].long()] = 0
-        self.tracker.end_step()
-        self.tracker.torn.update(torn)
-        return torn
+        with torch.no_grad():
+            return step_end.abort(self, slots, ids)
 
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         """fp32 [n, HV, V, K] committed state of ``slots`` in ``layer``, materialised without mutating anything."""

@@ -10,7 +10,7 @@ import copy
 import pytest
 import torch
 
-import replayssm.state.pool as pool_module
+import replayssm.state.commit as commit_module
 import replayssm.state.transfer as transfer_module
 from replayssm.state import SlotError
 from replayssm.state.lockstep import LockstepPool
@@ -22,12 +22,13 @@ class _Stop(BaseException):  # like KeyboardInterrupt: not an Exception, so noth
     pass
 
 
-def _fail_after(module, name: str):
-    """Make ``module.name`` run, then raise ``_Stop``; returns the undo."""
+def _fail_after(module, name: str, *, before: bool = False):
+    """Make ``module.name`` run, then raise ``_Stop`` (``before``: raise without running); returns the undo."""
     op = getattr(module, name)
 
     def run(*a, **kw):
-        op(*a, **kw)
+        if not before:
+            op(*a, **kw)
         raise _Stop(f"after {name} wrote")
 
     setattr(module, name, run)
@@ -53,23 +54,25 @@ def _fresh(backend):
 WRITES = {"replay": ("ring_commit", "conv_commit"), "recurrent": ("commit_snapshots", "conv_commit")}
 
 
+def _interrupted_commit(q, backend, part, counts=(2, 1)):
+    undo = _fail_after(commit_module, WRITES[backend][part])
+    try:
+        with pytest.raises(_Stop):
+            q.commit(slots([0, 1]), slots(counts))
+    finally:
+        undo()
+
+
 @pytest.mark.parametrize("backend", ["replay", "recurrent"])
 @pytest.mark.parametrize("part", [0, 1])
-def test_a_commit_that_failed_part_way_finishes_on_retry_and_cannot_be_aborted(backend, part):
+def test_a_commit_that_failed_part_way_finishes_on_retry(backend, part):
     p, w = _fresh(backend)
     clean = _steps(p, w, lambda q: q.commit(slots([0, 1]), slots([2, 1])))
 
     def interrupted(q):
-        undo = _fail_after(pool_module, WRITES[backend][part])
-        try:
-            with pytest.raises(_Stop):
-                q.commit(slots([0, 1]), slots([2, 1]))
-        finally:
-            undo()
+        _interrupted_commit(q, backend, part)
         books = copy.deepcopy(q.tracker.__dict__)
         dev = device_state(q, scratch=True)
-        with pytest.raises(SlotError, match="interrupted"):
-            q.abort(slots([0, 1]))
         with pytest.raises(SlotError, match=r"num_accepted=\[2, 1\] was interrupted"):
             q.commit(slots([0, 1]), slots([1, 1]))
         assert same(device_state(q, scratch=True), dev) and q.tracker.__dict__ == books
@@ -79,6 +82,67 @@ def test_a_commit_that_failed_part_way_finishes_on_retry_and_cannot_be_aborted(b
     got = _steps(p2, w2, interrupted)
     for a, b in zip(clean, got):
         assert same(a, b)
+
+
+@pytest.mark.parametrize("part", [0, 1])
+def test_a_replay_commit_that_failed_part_way_is_rolled_back_by_abort(part):
+    """The step aborted after a half-done commit, then run again and committed: what an abort before any commit,
+    then the same, gives."""
+    x0 = inputs(pools.pool().cfg, [3, 2], torch.Generator().manual_seed(9))
+
+    def run(fail):
+        p, w = _fresh("replay")
+        pools.layers(p, w, [0, 1], x0)
+        if fail:
+            _interrupted_commit(p, "replay", part)
+        assert p.abort(slots([0, 1])) == []
+        return _steps(p, w, lambda q: q.commit(slots([0, 1]), slots([3, 2])))
+
+    for a, b in zip(run(False), run(True)):
+        assert same(a, b)
+
+
+@pytest.mark.parametrize("part", [0, 1])
+def test_a_recurrent_commit_that_may_have_written_the_state_loses_its_rows_on_abort(part):
+    p, w = _fresh("recurrent")
+    pools.layers(p, w, [0, 1], inputs(p.cfg, [3, 2], torch.Generator().manual_seed(10)))
+    _interrupted_commit(p, "recurrent", part)
+    assert p.abort(slots([0, 1])) == [0, 1]
+    with pytest.raises(SlotError, match="lost their state"):
+        p.committed_state(0, slots([0]))
+    p.free(slots([0, 1]))
+
+
+@pytest.mark.parametrize("before", [True, False])
+@pytest.mark.parametrize("retry", [True, False])
+def test_a_fold_ahead_that_failed_after_the_commit_is_owed(retry, before, monkeypatch):
+    """The commit is whole once the step ends; its fold ahead failing after it is run by the same commit again, or
+    left to the next verify (as any flagged row's fold)."""
+    monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "1")
+    g = torch.Generator().manual_seed(11)
+    xs = [inputs(pools.pool().cfg, [3, 3], g) for _ in range(8)]
+
+    def run(fail):
+        p, w = _fresh("replay")
+        outs = []
+        for i, x in enumerate(xs):
+            outs += pools.layers(p, w, [0, 1], x)
+            if fail and i == 4:  # a flushing step (L=8, T=3: every few steps)
+                undo = _fail_after(commit_module, "gdn_fold_ahead", before=before)
+                try:
+                    with pytest.raises(_Stop):
+                        p.commit(slots([0, 1]), slots([3, 3]))
+                finally:
+                    undo()
+                assert p.tracker.step is None
+                if retry:
+                    p.commit(slots([0, 1]), slots([3, 3]))
+            else:
+                p.commit(slots([0, 1]), slots([3, 3]))
+        return outs, slot_state(p, [0, 1])
+
+    clean, got = run(False), run(True)
+    assert same(clean[0], got[0]) and same(clean[1], got[1])
 
 
 def _pair(**kw):
@@ -200,3 +264,85 @@ def test_the_runner_s_commit_interrupted_between_the_gdn_state_and_the_kv_cache_
     clean, got = run(False), run(True)
     assert clean[0] == got[0] == 4 + 2 + 1
     assert torch.equal(clean[1], got[1]) and same(clean[2], got[2])
+
+
+def _tiny_runner(cuda_graphs=False):
+    from replayssm.engine.llm import LLM
+    from replayssm.tiny import TINY_MODEL
+
+    llm = LLM(TINY_MODEL, backend="replay", window=2, drafter="ngram", device="cpu", dtype=torch.float32,
+              max_slots=2, max_len=64, cuda_graphs=cuda_graphs)  # fmt: skip
+    r = llm.runner
+    slot = r.alloc()
+    r.prefill(slot, [1, 2, 3, 4])
+    return r, slot
+
+
+def _gdn_state(r, slot):
+    return [r.pool.committed_state(i, slots([slot])) for i in range(r.pool.cfg.num_layers)]
+
+
+def test_the_runner_rolls_back_a_commit_whose_gdn_part_failed():
+    def run(fail):
+        r, slot = _tiny_runner()
+        r.step([slot], torch.tensor([[5, 6]]))
+        if fail:
+            undo = _fail_after(commit_module, "conv_commit")
+            try:
+                with pytest.raises(_Stop):
+                    r.commit([2])
+            finally:
+                undo()
+        r.abort()
+        logits = r.step([slot], torch.tensor([[7, 8]]))
+        r.commit([1])
+        return r.kv_len(slot), logits, _gdn_state(r, slot)
+
+    clean, got = run(False), run(True)
+    assert clean[0] == got[0] == 4 + 1
+    assert torch.equal(clean[1], got[1]) and same(clean[2], got[2])
+
+
+def test_a_fused_step_whose_commit_failed_leaves_the_runner_usable():
+    """step_and_commit's commit fails inside the step: the step is rolled back (it used to leave the slot refused by
+    every later call), and the same step again gives a clean run's tokens and state."""
+    from replayssm.engine.accept import Greedy
+
+    def run(fail):
+        r, slot = _tiny_runner()
+        if fail:
+            undo = _fail_after(commit_module, "conv_commit")
+            try:
+                with pytest.raises(_Stop):
+                    r.step_and_commit([slot], torch.tensor([[5, 6]]), [1], Greedy())
+            finally:
+                undo()
+        got = r.step_and_commit([slot], torch.tensor([[5, 6]]), [1], Greedy())
+        return got, r.kv_len(slot), _gdn_state(r, slot)
+
+    clean, got = run(False), run(True)
+    assert clean[:2] == got[:2] and same(clean[2], got[2])
+
+
+def test_an_interrupted_lockstep_call_with_nan_inputs_resumes():
+    lp, a, b = _pair()
+    s = lp.alloc(1)
+    state = torch.full((1, 2, 16, 16), float("nan"))
+    conv = torch.zeros(1, 3, 64)
+    _interrupt_shadow(lp, "_write_prefill")
+    with pytest.raises(_Stop):
+        lp.write_prefill(0, s, state, conv)
+    lp.write_prefill(0, s, state.clone(), conv.clone())  # equal values, NaN included
+    assert torch.isnan(b.checkpoint[0, 0]).all()
+
+
+@pytest.mark.parametrize("backend", ["replay", "recurrent"])
+def test_step_calls_keep_no_autograd_graph(backend):
+    p, w = _fresh(backend)
+    x = {k: (v.requires_grad_(True) if v.is_floating_point() else v)
+         for k, v in inputs(p.cfg, [3, 2], torch.Generator().manual_seed(12)).items()}  # fmt: skip
+    outs = pools.step(p, w, [0, 1], x, [2, 2])
+    for t in [*device_state(p, scratch=True), *outs]:
+        assert t.grad_fn is None and not t.requires_grad
+    for t in (p.checkpoint, p.conv_state, p.conv_scratch):
+        assert t.grad_fn is None

@@ -259,10 +259,10 @@ def test_windows_longer_than_the_pool_window_are_refused_before_writing(backend)
 
 def test_a_fold_ahead_that_fails_leaves_the_step_committed_and_its_folds_to_the_next_verify(monkeypatch):
     """A commit folds ahead last (``REPLAYSSM_FOLD_AHEAD=1``): if that fails, the step is committed all the same
-    (cursors, conv state, the tracker idle: a second commit is refused, not applied twice), the rows keep their
-    flush flags, and the next step folds them in its verify: committed states bitwise those of a pool that never
-    failed."""
-    import replayssm.state.pool as pool_module
+    (cursors, conv state, the tracker idle: another commit is refused, not applied; the same one again would only
+    run the fold it owes, tests/state/test_interrupted_calls.py), the rows keep their flush flags, and the next step
+    folds them in its verify: committed states bitwise those of a pool that never failed."""
+    import replayssm.state.commit as pool_module
 
     monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "1")
     failing, ref = pools.pool("replay"), pools.pool("replay")
@@ -286,7 +286,7 @@ def test_a_fold_ahead_that_fails_leaves_the_step_committed_and_its_folds_to_the_
     assert int(failing.cursors.flush[0]) == 1 and int(ref.cursors.flush[0]) == 0  # slot 0: 3 + 2 * 3 > 8
     assert same(pools.slot_state(failing, [0, 1]), pools.slot_state(ref, [0, 1]))  # the same committed state
     with pytest.raises(SlotError, match="no verified step"):
-        failing.commit(slots([0, 1]), slots([3, 1]))
+        failing.commit(slots([0, 1]), slots([2, 1]))
     y = inputs(failing.cfg, [2, 3], torch.Generator().manual_seed(4))
     for p in (failing, ref):
         pools.step(p, w, [0, 1], y, [2, 2])
