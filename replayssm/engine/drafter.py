@@ -47,13 +47,10 @@ class DeviceDrafter(Protocol):
         ...
 
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
-        """With the runner's commit: slots [B] int32, num_accepted [B] int32 (1 for a decode step)."""
-        ...
-
-    def commit_counters(self) -> list[torch.Tensor]:
-        """The device tensors ``commit`` changes in a way it cannot repeat (e.g. lengths it adds to); everything
-        else it writes must come out the same when it runs twice. The runner saves these before an eager commit and
-        puts them back to finish a commit that was interrupted (``ModelRunner.commit``)."""
+        """With the runner's commit: slots [B] int32, num_accepted [B] int32 (1 for a decode step). Optional beside
+        it, ``commit_counters() -> list[Tensor]``: the device tensors ``commit`` changes in a way it cannot repeat
+        (lengths it adds to), which the runner saves before an eager commit and puts back to redo or undo one that
+        failed part-way (everything else ``commit`` writes must come out the same when it runs twice)."""
         ...
 
     def park(self, slots: torch.Tensor) -> dict:

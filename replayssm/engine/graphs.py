@@ -171,8 +171,8 @@ class DeviceStep:
         n, tokens = accept_device(self.rule, logits, window, io.ints[:, 1], uniforms=io.floats[:, : 2 * T],
                                   temperature=io.floats[:, 2 * T], prescribed=io.ints[:, 2])  # fmt: skip
         n = torch.where(slots >= 0, n, 1).to(torch.int32)
-        r.pool.commit(slots, n)
-        r.kv.commit(slots, n)
-        if r.drafter is not None:
+        r.kv.commit(slots, n)  # the lengths first, then the GDN state: a failure in either is undone by abort
+        if r.drafter is not None:  # (eagerly: ``ModelRunner.launch`` puts the lengths back, the pool rolls back)
             r.drafter.commit(slots, n)
+        r.pool.commit(slots, n)
         return torch.cat([n[:, None].long(), tokens], 1)

@@ -247,7 +247,8 @@ class ModelRunner:
 
     def _counters(self) -> list[torch.Tensor]:
         """The device tensors an eager commit cannot change twice: the KV lengths, the drafter's (``commit``)."""
-        return [self.kv.lens] + (self.drafter.commit_counters() if self.drafter is not None else [])
+        extra = getattr(self.drafter, "commit_counters", None)  # (optional: docs/drafters.md)
+        return [self.kv.lens] + (list(extra()) if extra is not None else [])
 
     def _capture_logits(self, kind: StepKind, B: int, T: int, draft: bool):
         ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
@@ -340,12 +341,15 @@ class ModelRunner:
         kind = self._begin(slots, T, ahead=after.T if after is not None else 0)
         Bg = padded(B) if self.use_graphs else B
         key = ("step", kind, Bg, T, type(rule), device_drafts)
+        saved = None if self.use_graphs else [c.clone() for c in self._counters()]  # (eager: the commit may fail)
         try:
             if key not in self._graphs:
                 self._graphs[key] = DeviceStep(self, kind, Bg, T, rule, device_drafts)
             launched = self._graphs[key].launch(slots, None if after else tokens, nd, *rest,
                                                 after=after.launched if after else None)  # fmt: skip
         except BaseException:  # nothing of the step is committed; ``lost`` lists slots it destroyed anyway
+            for c, old in zip(self._counters(), saved or []):
+                c.copy_(old)
             self.lost.update(self.pool.abort(self._slots(slots)))
             raise
         step = PendingStep(slots, T, type(rule), launched)

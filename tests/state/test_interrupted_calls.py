@@ -303,15 +303,17 @@ def test_the_runner_rolls_back_a_commit_whose_gdn_part_failed():
     assert torch.equal(clean[1], got[1]) and same(clean[2], got[2])
 
 
-def test_a_fused_step_whose_commit_failed_leaves_the_runner_usable():
-    """step_and_commit's commit fails inside the step: the step is rolled back (it used to leave the slot refused by
-    every later call), and the same step again gives a clean run's tokens and state."""
+@pytest.mark.parametrize("where", ["gdn", "kv"])
+def test_a_fused_step_whose_commit_failed_leaves_the_runner_usable(where):
+    """step_and_commit's commit fails inside the step, in the GDN state's part or the KV lengths': the step is rolled
+    back (the first left the slot refused by every later call, the second the GDN state a step ahead of the KV
+    cache), and the same step again gives a clean run's tokens and state."""
     from replayssm.engine.accept import Greedy
 
     def run(fail):
         r, slot = _tiny_runner()
         if fail:
-            undo = _fail_after(commit_module, "conv_commit")
+            undo = _fail_after(commit_module, "conv_commit") if where == "gdn" else _fail_after(r.kv, "commit")
             try:
                 with pytest.raises(_Stop):
                     r.step_and_commit([slot], torch.tensor([[5, 6]]), [1], Greedy())
