@@ -285,7 +285,12 @@ class ModelRunner:
             for c, saved in zip(counters, began[1]):
                 c.copy_(saved)
         if not began[2]:
-            self.pool.commit(slots, n)  # (an interrupted pool commit finishes on its own retry)
+            try:
+                self.pool.commit(slots, n)  # (an interrupted pool commit finishes on its own retry)
+            except BaseException:
+                if self.pool.step_in_flight() is False:  # it took the step (then failed to fold ahead)
+                    began[2] = True
+                raise
             began[2] = True
         self.kv.commit(slots, n)
         if self.drafter is not None:

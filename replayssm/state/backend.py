@@ -77,6 +77,10 @@ class GDNStateBackend(Protocol):
         """End the step: keep ``num_accepted`` [B] int32 tokens (bonus included) of every row, in every layer."""
         ...
 
+    def step_in_flight(self) -> bool | None:
+        """Whether a step is in flight; None where the backend keeps no books (``state/commit.py``)."""
+        ...
+
     def abort(self, slots: torch.Tensor) -> list[int]:
         """Drop the step in flight over ``slots`` (after a failure half-way through it): nothing of it is kept.
         Returns the slots whose state the failed step destroyed (an in-place update): they can only be freed."""

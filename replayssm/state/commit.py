@@ -13,7 +13,9 @@ write (``StepInFlight.committing``), with what it needs to undo or repeat it:
 - ``abort`` rolls a begun commit back where it can: a replay row's cursors come back from the copy, its conv state
   from the step's conv scratch (whose first ``W - 1`` rows per batch row are the conv state the step started from);
   a recurrent row whose state ``commit_snapshots`` may have overwritten is lost (``torn``, returned), as the rows
-  of an aborted in-place decode are.
+  of an aborted in-place decode are. After a commit that took the step and then failed to fold ahead, nothing can
+  be dropped any more: ``abort`` of those rows returns them lost.
+- ``GDNStatePool.step_in_flight`` tells a caller that saw a commit raise whether the pool took the step.
 
 With validation off (CUDA graphs) nothing on the host tells how far a call got; the caller answers for it.
 """
@@ -45,8 +47,8 @@ def commit(pool, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
     phase = replay and fold_phase_pays(slots.shape[0], cfg.HV, cfg.window, pool.device)  # (environment switches)
     if st is not None:
         if st.committing is None:
-            if replay:
-                idx = slots.clamp_min(0).long()  # (a padding row saves slot 0's cursors: put back unchanged)
+            if replay:  # the live rows' cursors (host ids: no read back)
+                idx = torch.tensor([s for s in ids if s >= 0], dtype=torch.long, device=pool.device)
                 st.saved = (idx, torch.stack([getattr(pool.cursors, n)[idx] for n in CURSOR_NAMES]))
             st.committing = tuple(counts)  # from here on a failure leaves the commit begun
         elif replay:
@@ -80,9 +82,14 @@ def abort(pool, slots: torch.Tensor, ids: list[int]) -> list[int]:
     """``GDNStatePool.abort`` (its docstring) after ``pool`` checked ``slots`` (``ids``: their host copy, with
     validation on)."""
     cfg, replay = pool.cfg, pool.cfg.backend == "replay"
-    torn = []
+    torn, tr = [], pool.tracker
     if cfg.validate:
-        st = pool.tracker.step
+        st = tr.step
+        if st is None and tr.ahead_owed is not None and tr.ahead_owed[0] == ids:
+            # its commit took the step (only the fold ahead failed): it cannot be dropped, so its rows are lost
+            tr.ahead_owed = None
+            tr.torn.update(s for s in ids if s >= 0)
+            return [s for s in ids if s >= 0]
         if st is None:
             return []
         if tuple(ids) != st.rows:

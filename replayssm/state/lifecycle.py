@@ -71,6 +71,7 @@ class SlotTracker:
 
     def alloc(self, n: int) -> list[int]:
         self.check_alloc(n)
+        self.ahead_owed = None
         ids = [self._free.pop() for _ in range(n)]
         self.live.update(ids)
         return ids
@@ -86,6 +87,7 @@ class SlotTracker:
 
     def free(self, ids: list[int]) -> None:
         self.check_free(ids)
+        self.ahead_owed = None
         for s in ids:
             self.live.discard(s)
             self.torn.discard(s)
@@ -163,6 +165,7 @@ class SlotTracker:
         ``torn`` the rows' states were being updated in place and are lost."""
         if self.step is None:
             self.step = StepInFlight(tuple(ids), self._windows(ids, cu_seqlens))
+            self.ahead_owed = None
         self.step.failed = True
         self.step.kind = self.step.kind or kind
         if torn:

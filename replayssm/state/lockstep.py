@@ -196,6 +196,11 @@ class LockstepPool:
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         return self.primary.committed_state(layer, slots)
 
+    def step_in_flight(self) -> bool | None:
+        """The primary's ``step_in_flight`` (True while any pool still has the step: an interrupted commit)."""
+        answers = [p.step_in_flight() for p in self._all]
+        return None if None in answers else any(answers)
+
     def committed_conv_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
         return self.primary.committed_conv_state(layer, slots)
 

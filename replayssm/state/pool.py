@@ -245,6 +245,12 @@ class GDNStatePool:
         with torch.no_grad():
             step_end.commit(self, slots, num_accepted)
 
+    def step_in_flight(self) -> bool | None:
+        """Whether a step is in flight (its first call ran, its commit has not ended it); None with validation off,
+        where the host does not know. A caller that saw ``commit`` raise reads here whether the pool took the step
+        (False: only its fold ahead failed, ``state/commit.py``)."""
+        return self.tracker.step is not None if self.cfg.validate else None
+
     def _folds_ahead(self, slots: torch.Tensor, kind: str | None) -> bool:
         """Whether a commit folds the rows it flags right away (``ops.gdn_fold_ahead``), every layer at once: a replay
         pool's verify step where ``ops.fold_ahead_pays`` (a small batch of 2-4-token windows on a GPU); a plain
@@ -298,6 +304,7 @@ class GDNStatePool:
         if self.cfg.validate:
             self.tracker.check_idle(ids, "flush")
         if self.cfg.backend == "replay":
+            self.tracker.ahead_owed = None
             self._fold_history(slots)
 
     def _fold_history(self, slots: torch.Tensor) -> None:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import replayssm.state.commit as commit_module
+import replayssm.state.pool as pool_module
 import replayssm.state.transfer as transfer_module
 from replayssm.state import SlotError
 from replayssm.state.lockstep import LockstepPool
@@ -348,3 +349,125 @@ def test_step_calls_keep_no_autograd_graph(backend):
         assert t.grad_fn is None and not t.requires_grad
     for t in (p.checkpoint, p.conv_state, p.conv_scratch):
         assert t.grad_fn is None
+
+
+@pytest.mark.parametrize("finish", ["retry", "abort"])
+def test_a_padding_row_does_not_save_or_put_back_slot_0_s_cursors(finish):
+    """A step over [1, -1] whose commit failed, then slot 0 (idle) flushed, then the commit retried or aborted: the
+    padding row had saved slot 0's cursors and put them back over the flush (a review of c4f408d)."""
+
+    def run(fail):
+        p, w = _fresh("replay")
+        g = torch.Generator().manual_seed(3)
+        outs = pools.step(p, w, [0, 1], inputs(p.cfg, [3, 3], g), [1, 2])
+        x = inputs(p.cfg, [3, 1], g)
+        pools.layers(p, w, [1, -1], x)
+        if fail:
+            _interrupted_commit_rows(p, [1, -1], [2, 1])
+        p.flush(slots([0]))
+        if finish == "retry":
+            p.commit(slots([1, -1]), slots([2, 1]))
+        else:
+            p.abort(slots([1, -1]))
+            outs += pools.step(p, w, [1, -1], x, [2, 1])
+        for _ in range(4):
+            outs += pools.step(p, w, [0, 1], inputs(p.cfg, [3, 3], g), [3, 3])
+        return outs, slot_state(p, [0, 1])
+
+    clean, got = run(False), run(True)
+    assert same(clean[0], got[0]) and same(clean[1], got[1])
+
+
+def _interrupted_commit_rows(p, rows, counts):
+    undo = _fail_after(commit_module, "ring_commit")
+    try:
+        with pytest.raises(_Stop):
+            p.commit(slots(rows), slots(counts))
+    finally:
+        undo()
+
+
+def _owing_pool(monkeypatch):
+    """A replay pool whose commit of slots [0, 1] took its step and then failed to fold ahead."""
+    monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "1")
+    p, w = _fresh("replay")
+    pools.layers(p, w, [0, 1], inputs(p.cfg, [3, 3], torch.Generator().manual_seed(13)))
+    undo = _fail_after(commit_module, "gdn_fold_ahead", before=True)
+    try:
+        with pytest.raises(_Stop):
+            p.commit(slots([0, 1]), slots([3, 3]))
+    finally:
+        undo()
+    assert p.step_in_flight() is False
+    return p
+
+
+def test_abort_after_a_commit_that_took_the_step_returns_its_rows_lost(monkeypatch):
+    p = _owing_pool(monkeypatch)
+    assert p.abort(slots([0, 1])) == [0, 1]
+    with pytest.raises(SlotError, match="lost their state"):
+        p.committed_state(0, slots([0]))
+    p.free(slots([0, 1]))
+
+
+@pytest.mark.parametrize("then", ["free", "alloc", "failed step"])
+def test_an_owed_fold_does_not_let_a_later_commit_without_a_step_pass(then, monkeypatch):
+    p = _owing_pool(monkeypatch)
+    if then == "free":
+        p.free(slots([0, 1]))
+        p.alloc(2)
+    elif then == "alloc":
+        p.alloc(1)
+    else:
+        w = Weights(p.cfg, 5)
+        x = inputs(p.cfg, [2, 2], torch.Generator().manual_seed(14))
+        pools.conv(p, w, 0, [0, 1], x)
+        undo = _fail_after(pool_module, "gdn_replay_verify")
+        try:
+            with pytest.raises(_Stop):
+                pools.ssm(p, w, 0, [0, 1], x)
+        finally:
+            undo()
+        p.abort(slots([0, 1]))
+    with pytest.raises(SlotError, match="no verified step"):
+        p.commit(slots([0, 1]), slots([3, 3]))
+
+
+def test_the_runner_finishes_a_commit_whose_fold_ahead_failed_and_refuses_to_abort_it(monkeypatch):
+    monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "1")
+
+    def run(fail):
+        r, slot = _tiny_runner()
+        r.step([slot], torch.tensor([[5, 6]]))
+        if fail:
+            undo = _fail_after(commit_module, "gdn_fold_ahead", before=True)
+            try:
+                with pytest.raises(_Stop):
+                    r.commit([2])
+            finally:
+                undo()
+            with pytest.raises(RuntimeError, match="after the GDN state took the step"):
+                r.abort()
+        r.commit([2])
+        logits = r.step([slot], torch.tensor([[7, 8]]))
+        r.commit([1])
+        return r.kv_len(slot), logits, _gdn_state(r, slot)
+
+    clean, got = run(False), run(True)
+    assert clean[0] == got[0] and torch.equal(clean[1], got[1]) and same(clean[2], got[2])
+
+
+def test_a_fused_step_whose_fold_ahead_failed_loses_its_rows(monkeypatch):
+    """The step is committed (GDN state and lengths) but the engine gets an exception, not its tokens: the rows are
+    lost (the engine gives their requests up) rather than left a step ahead of what the engine knows."""
+    from replayssm.engine.accept import Greedy
+
+    monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "1")
+    r, slot = _tiny_runner()
+    undo = _fail_after(commit_module, "gdn_fold_ahead", before=True)
+    try:
+        with pytest.raises(_Stop):
+            r.step_and_commit([slot], torch.tensor([[5, 6]]), [1], Greedy())
+    finally:
+        undo()
+    assert slot in r.lost
