@@ -55,13 +55,18 @@ def _fresh(backend):
 WRITES = {"replay": ("ring_commit", "conv_commit"), "recurrent": ("commit_snapshots", "conv_commit")}
 
 
-def _interrupted_commit(q, backend, part, counts=(2, 1)):
-    undo = _fail_after(commit_module, WRITES[backend][part])
+def _commit_failing_in(p, name: str, rows=(0, 1), counts=(2, 1), *, before: bool = False) -> None:
+    """``p.commit(rows, counts)`` with ``commit_module.name`` failing after (or ``before``) it ran."""
+    undo = _fail_after(commit_module, name, before=before)
     try:
         with pytest.raises(_Stop):
-            q.commit(slots([0, 1]), slots(counts))
+            p.commit(slots(rows), slots(counts))
     finally:
         undo()
+
+
+def _interrupted_commit(q, backend, part):
+    _commit_failing_in(q, WRITES[backend][part])
 
 
 @pytest.mark.parametrize("backend", ["replay", "recurrent"])
@@ -129,12 +134,7 @@ def test_a_fold_ahead_that_failed_after_the_commit_is_owed(retry, before, monkey
         for i, x in enumerate(xs):
             outs += pools.layers(p, w, [0, 1], x)
             if fail and i == 4:  # a flushing step (L=8, T=3: every few steps)
-                undo = _fail_after(commit_module, "gdn_fold_ahead", before=before)
-                try:
-                    with pytest.raises(_Stop):
-                        p.commit(slots([0, 1]), slots([3, 3]))
-                finally:
-                    undo()
+                _commit_failing_in(p, "gdn_fold_ahead", counts=(3, 3), before=before)
                 assert p.tracker.step is None
                 if retry:
                     p.commit(slots([0, 1]), slots([3, 3]))
@@ -363,7 +363,7 @@ def test_a_padding_row_does_not_save_or_put_back_slot_0_s_cursors(finish):
         x = inputs(p.cfg, [3, 1], g)
         pools.layers(p, w, [1, -1], x)
         if fail:
-            _interrupted_commit_rows(p, [1, -1], [2, 1])
+            _commit_failing_in(p, "ring_commit", (1, -1), (2, 1))
         p.flush(slots([0]))
         if finish == "retry":
             p.commit(slots([1, -1]), slots([2, 1]))
@@ -378,26 +378,12 @@ def test_a_padding_row_does_not_save_or_put_back_slot_0_s_cursors(finish):
     assert same(clean[0], got[0]) and same(clean[1], got[1])
 
 
-def _interrupted_commit_rows(p, rows, counts):
-    undo = _fail_after(commit_module, "ring_commit")
-    try:
-        with pytest.raises(_Stop):
-            p.commit(slots(rows), slots(counts))
-    finally:
-        undo()
-
-
 def _owing_pool(monkeypatch):
     """A replay pool whose commit of slots [0, 1] took its step and then failed to fold ahead."""
     monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "1")
     p, w = _fresh("replay")
     pools.layers(p, w, [0, 1], inputs(p.cfg, [3, 3], torch.Generator().manual_seed(13)))
-    undo = _fail_after(commit_module, "gdn_fold_ahead", before=True)
-    try:
-        with pytest.raises(_Stop):
-            p.commit(slots([0, 1]), slots([3, 3]))
-    finally:
-        undo()
+    _commit_failing_in(p, "gdn_fold_ahead", counts=(3, 3), before=True)
     assert p.step_in_flight() is False
     return p
 
