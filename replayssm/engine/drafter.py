@@ -48,9 +48,9 @@ class DeviceDrafter(Protocol):
 
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
         """With the runner's commit: slots [B] int32, num_accepted [B] int32 (1 for a decode step). Optional beside
-        it, ``commit_counters() -> list[Tensor]``: the device tensors ``commit`` changes in a way it cannot repeat
-        (lengths it adds to), which the runner saves before an eager commit and puts back to redo or undo one that
-        failed part-way (everything else ``commit`` writes must come out the same when it runs twice)."""
+        it, ``commit_counters() -> list[Tensor]``: every device tensor ``commit`` writes, which the runner saves before
+        an eager step or commit and puts back to redo or undo one that failed part-way (without it, ``commit`` is
+        taken to write nothing that a retry could not write again)."""
         ...
 
     def park(self, slots: torch.Tensor) -> dict:

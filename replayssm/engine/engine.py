@@ -191,7 +191,9 @@ class Engine:
     def step(self) -> bool:
         """One engine iteration. Returns False when nothing is left to do; raises ``RuntimeError`` when requests
         are left that cannot make progress. A failed step is aborted before the exception propagates: no request
-        moved, and the engine can step again.
+        moved, and the engine can step again; but a request whose state the failed step destroyed or advanced
+        anyway (its slot in ``ModelRunner.lost``: an in-place decode or a commit that failed part-way where it
+        cannot be undone, ``ModelRunner._undo_step``) is given up, with that exception.
 
         With ``overlap`` (where it applies, see ``__init__``) an iteration launches the next step before it reads
         back the previous one, whose tokens it then emits: the device never waits for the host between steps of
@@ -277,7 +279,8 @@ class Engine:
     def _launch(self, batch: list[Request], chain: bool) -> PendingStep:
         gen = self.gen.get_state()
         bench = self.bench.gen.get_state() if self.bench is not None else None
-        try:  # launch checks everything first; a failed step is aborted (no request moved, nothing committed)
+        try:  # launch checks everything first; a failed step is aborted (no request moved, nothing committed) or,
+            # where it cannot be, its requests are given up (below)
             return self._enqueue(batch, chain)
         except BaseException as e:
             self.gen.set_state(gen)  # a retry draws the uniforms (and prescribed counts) this attempt drew

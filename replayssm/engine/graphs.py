@@ -138,6 +138,7 @@ class DeviceStep:
         self.io = StepIO.allocate(B, T, runner.device)
         self.graph = self.out = None
         self._parity = 0  # host mirror set of the last launch
+        self.commit_began = self.commit_done = False
         if runner.use_graphs:
             self.io.load(0, [], torch.zeros(0, T, dtype=torch.long), [], None, None, 1.0)
             self.graph, self.out = capture(self._body, runner._graph_pool)
@@ -149,6 +150,7 @@ class DeviceStep:
         the device (``tokens`` is None): every column, so a plain decode, a device-drafted window (first column)
         and a window of repeated last tokens are all served."""
         self._parity ^= 1
+        self.commit_began = self.commit_done = False  # (eager: how far the body got, for ``ModelRunner.launch``)
         self.io.load(self._parity, slots, tokens, num_drafts, prescribed, uniforms, temperature)
         if after is not None:
             B = len(slots)
@@ -171,8 +173,11 @@ class DeviceStep:
         n, tokens = accept_device(self.rule, logits, window, io.ints[:, 1], uniforms=io.floats[:, : 2 * T],
                                   temperature=io.floats[:, 2 * T], prescribed=io.ints[:, 2])  # fmt: skip
         n = torch.where(slots >= 0, n, 1).to(torch.int32)
-        r.kv.commit(slots, n)  # the lengths first, then the GDN state: a failure in either is undone by abort
-        if r.drafter is not None:  # (eagerly: ``ModelRunner.launch`` puts the lengths back, the pool rolls back)
+        out = torch.cat([n[:, None].long(), tokens], 1)
+        self.commit_began = True  # the lengths first, then the GDN state: eagerly, ``ModelRunner.launch`` undoes a
+        r.kv.commit(slots, n)  # failure in either (the lengths from copies, the pool by its abort)
+        if r.drafter is not None:
             r.drafter.commit(slots, n)
         r.pool.commit(slots, n)
-        return torch.cat([n[:, None].long(), tokens], 1)
+        self.commit_done = True
+        return out

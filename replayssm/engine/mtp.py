@@ -104,8 +104,9 @@ class MTPDrafter:
         self.kv.commit(slots, num_accepted)
 
     def commit_counters(self) -> list[torch.Tensor]:
-        """The device tensors ``commit`` moves in a way it cannot repeat: its cache's lengths."""
-        return [self.kv.lens]
+        """What ``commit`` writes, for the runner to put back: its cache's lengths (which it adds to) and the
+        accepted counts (which ``propose`` catches up from)."""
+        return [self.kv.lens, self.num_accepted]
 
     def park(self, slots: torch.Tensor) -> dict:
         """The slots' drafter state on the CPU (cache entries, pending window, accepted count)."""

@@ -245,6 +245,25 @@ class ModelRunner:
         self._in_flight = None
         self._committing = None
 
+    def _undo_step(self, slots: list[int], saved, ds) -> None:
+        """After a failed ``launch``: drop the step, or where it cannot be dropped, lose its rows. Eagerly the step's
+        body says how far it got: before its commit, the pool aborts; inside it, the lengths come back from
+        ``saved`` and the pool rolls its part back (a validating pool; without one its rows are lost, nothing
+        telling how far the GDN state got); after it, the step is committed but its tokens never reach the caller,
+        so its rows are lost (the engine gives their requests up)."""
+        live = [s for s in slots if s >= 0]
+        if ds is not None and saved is not None and ds.commit_done:
+            self.lost.update(live)
+            return
+        if ds is not None and saved is not None and ds.commit_began:
+            for c, old in zip(self._counters(), saved):
+                c.copy_(old)
+            if not self.pool.cfg.validate:
+                self.pool.abort(self._slots(slots))
+                self.lost.update(live)
+                return
+        self.lost.update(self.pool.abort(self._slots(slots)))
+
     def _counters(self) -> list[torch.Tensor]:
         """The device tensors an eager commit cannot change twice: the KV lengths, the drafter's (``commit``)."""
         extra = getattr(self.drafter, "commit_counters", None)  # (optional: docs/drafters.md)
@@ -347,17 +366,16 @@ class ModelRunner:
         Bg = padded(B) if self.use_graphs else B
         key = ("step", kind, Bg, T, type(rule), device_drafts)
         saved = None if self.use_graphs else [c.clone() for c in self._counters()]  # (eager: the commit may fail)
+        ds = None
         try:
             if key not in self._graphs:
                 self._graphs[key] = DeviceStep(self, kind, Bg, T, rule, device_drafts)
-            launched = self._graphs[key].launch(slots, None if after else tokens, nd, *rest,
-                                                after=after.launched if after else None)  # fmt: skip
+            ds = self._graphs[key]
+            launched = ds.launch(slots, None if after else tokens, nd, *rest, after=after.launched if after else None)
+            step = PendingStep(slots, T, type(rule), launched)
         except BaseException:  # nothing of the step is committed; ``lost`` lists slots it destroyed anyway
-            for c, old in zip(self._counters(), saved or []):
-                c.copy_(old)
-            self.lost.update(self.pool.abort(self._slots(slots)))
+            self._undo_step(slots, saved, ds)
             raise
-        step = PendingStep(slots, T, type(rule), launched)
         self.pending.append(step)
         return step
 

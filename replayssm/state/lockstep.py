@@ -181,9 +181,20 @@ class LockstepPool:
 
     def abort(self, slots: torch.Tensor) -> list[int]:
         """Abort on every pool; the slots any of them lost (see ``GDNStatePool.abort``). A layer's call of the step
-        that ran on some of the pools only (interrupted) is dropped with the step; any other interrupted call is not
-        (``_each``)."""
+        that ran on some of the pools only (interrupted) is dropped with the step; a commit that ran on some only
+        cannot be dropped from those, so its rows are lost in all (the pools that had not committed abort, the
+        others mark them lost), as a pool's own commit that took the step and then failed; any other interrupted
+        call is not dropped (``_each``)."""
         saved = self._partial
+        if saved is not None and saved[0][0] == "commit" and _same_call(saved[0][1][:1], (slots,)):
+            done = len(saved[1])
+            for p in self._all[done:]:
+                p.abort(slots)
+            live = [s for s in slots.tolist() if s >= 0]
+            for p in self._all[:done]:
+                p.tracker.torn.update(live)
+            self._partial = None
+            return live
         if saved is not None and saved[0][0] in ("conv_update", "verify", "decode"):
             self._partial = None  # each pool's books know how far its step got
         try:
@@ -197,7 +208,8 @@ class LockstepPool:
         return self.primary.committed_state(layer, slots)
 
     def step_in_flight(self) -> bool | None:
-        """The primary's ``step_in_flight`` (True while any pool still has the step: an interrupted commit)."""
+        """Whether any of the pools has a step in flight (True while a commit that ran on some of them only is
+        unfinished); None where they keep no books."""
         answers = [p.step_in_flight() for p in self._all]
         return None if None in answers else any(answers)
 

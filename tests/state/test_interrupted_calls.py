@@ -171,7 +171,7 @@ def test_a_lockstep_commit_interrupted_between_the_pools_finishes_on_retry_and_r
     with pytest.raises(_Stop):
         lp.commit(slots([0, 1]), slots([2, 1]))
     assert a.tracker.step is None and b.tracker.step is not None  # apart
-    for call in (lambda: lp.abort(slots([0, 1])), lambda: lp.alloc(1), lambda: lp.commit(slots([0, 1]), slots([1, 1]))):
+    for call in (lambda: lp.alloc(1), lambda: lp.commit(slots([0, 1]), slots([1, 1]))):
         with pytest.raises(RuntimeError, match="interrupted commit ran on 1 of the 2 lockstep pools"):
             call()
     lp.commit(slots([0, 1]), slots([2, 1]))
@@ -444,8 +444,8 @@ def test_the_runner_finishes_a_commit_whose_fold_ahead_failed_and_refuses_to_abo
 
 
 def test_a_fused_step_whose_fold_ahead_failed_loses_its_rows(monkeypatch):
-    """The step is committed (GDN state and lengths) but the engine gets an exception, not its tokens: the rows are
-    lost (the engine gives their requests up) rather than left a step ahead of what the engine knows."""
+    """The GDN state took the step (its lengths were put back) and the engine gets an exception, not its tokens: the
+    rows are lost (the engine gives their requests up) rather than left a step ahead of what the engine knows."""
     from replayssm.engine.accept import Greedy
 
     monkeypatch.setenv("REPLAYSSM_FOLD_AHEAD", "1")
@@ -457,3 +457,77 @@ def test_a_fused_step_whose_fold_ahead_failed_loses_its_rows(monkeypatch):
     finally:
         undo()
     assert slot in r.lost
+
+
+def test_a_lockstep_commit_interrupted_between_the_pools_is_aborted_with_its_rows_lost():
+    """The primary took the step, the shadow did not: abort can drop it from the shadow only, so the rows are lost in
+    both (it used to be refused, which left a runner's failed step with no way out)."""
+    lp, a, b = _pair()
+    lp.alloc(2)
+    w = Weights(a.cfg, 6)
+    pools.layers(lp, w, [0, 1], inputs(a.cfg, [3, 2], torch.Generator().manual_seed(4)))
+    _interrupt_shadow(lp, "commit")
+    with pytest.raises(_Stop):
+        lp.commit(slots([0, 1]), slots([2, 1]))
+    assert lp.abort(slots([0, 1])) == [0, 1]
+    assert lp.step_in_flight() is False
+    with pytest.raises(SlotError, match="lost their state"):
+        lp.committed_state(0, slots([0]))
+    lp.free(slots([0, 1]))
+    assert sorted(lp.alloc(2).tolist()) == [0, 1]
+
+
+def test_a_fused_step_failing_after_its_commit_loses_its_rows(monkeypatch):
+    """Anything failing after the commit ran (here: building the step's result): the GDN state took the step, so the
+    rows are lost; the lengths were not put back under a committed state (a review of da8b57d)."""
+    import replayssm.engine.runner as runner_module
+    from replayssm.engine.accept import Greedy
+
+    r, slot = _tiny_runner()
+
+    def stop(*a, **kw):
+        raise _Stop("after the commit")
+
+    monkeypatch.setattr(runner_module, "PendingStep", stop)
+    with pytest.raises(_Stop):
+        r.step_and_commit([slot], torch.tensor([[5, 6]]), [1], Greedy())
+    assert slot in r.lost
+
+
+@pytest.mark.parametrize("where", ["gdn", "kv"])
+def test_a_fused_step_with_the_mtp_drafter_rolls_back_to_a_clean_run(where):
+    """What the drafter's commit wrote comes back with the lengths (``commit_counters``: its cache's lengths and its
+    accepted counts, from which ``propose`` catches up: a review of da8b57d), and later steps give a clean run's
+    tokens and state. (Its drafts may differ: the failed step's observed window is not rolled back,
+    ``ModelRunner.abort``.)"""
+    from replayssm.engine.accept import Greedy, Prescribed
+    from replayssm.engine.config import RunnerConfig
+    from replayssm.engine.runner import ModelRunner
+    from replayssm.models.loader import load_model
+    from replayssm.tiny import TINY_MODEL
+
+    model = load_model(TINY_MODEL, mtp="auto", dtype=torch.float32, device="cpu")
+
+    def run(fail):
+        r = ModelRunner(model, RunnerConfig(max_slots=2, max_len=64, window=3, device_drafter="mtp"))
+        slot = r.alloc()
+        r.prefill(slot, [1, 2, 3, 4])
+        last = torch.tensor([[5]])
+        before = [r.drafter.kv.lens.clone(), r.drafter.num_accepted.clone()]
+        if fail:
+            undo = _fail_after(commit_module, "conv_commit") if where == "gdn" else _fail_after(r.kv, "commit")
+            try:
+                with pytest.raises(_Stop):  # (3 accepted: the drafter's count moves, 1 -> 3)
+                    r.step_and_commit([slot], last, None, Prescribed(), prescribed=[3], device_drafts=True)
+            finally:
+                undo()
+            assert same([r.drafter.kv.lens, r.drafter.num_accepted], before)
+        out = []
+        for _ in range(4):
+            n, produced = r.step_and_commit([slot], last, None, Greedy(), device_drafts=True)
+            out.append((n, produced))
+            last = torch.tensor([[produced[0][-1]]])
+        return out, _gdn_state(r, slot)
+
+    clean, got = run(False), run(True)
+    assert clean[0] == got[0] and same(clean[1], got[1])
