@@ -193,7 +193,7 @@ class Engine:
         are left that cannot make progress. A failed step is aborted before the exception propagates: no request
         moved, and the engine can step again; but a request whose state the failed step destroyed or advanced
         anyway (its slot in ``ModelRunner.lost``: an in-place decode or a commit that failed part-way where it
-        cannot be undone, ``ModelRunner._undo_step``) is given up, with that exception.
+        cannot be undone, ``engine/step_end.py``) is given up, with that exception.
 
         With ``overlap`` (where it applies, see ``__init__``) an iteration launches the next step before it reads
         back the previous one, whose tokens it then emits: the device never waits for the host between steps of

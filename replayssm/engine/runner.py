@@ -23,8 +23,9 @@ from ..state import GDNStatePool
 from ..state.backend import GDNStateBackend
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
+from . import step_end
 from .accept import Greedy, Rule
-from .checks import check_acceptance, check_int_list, check_prompts, check_slots, check_token_ids, check_tokens, is_int
+from .checks import check_acceptance, check_prompts, check_slots, check_token_ids, check_tokens, is_int
 from .config import GRAPH_BATCH_SIZES, ParkedRequest, RunnerConfig, padded, pool_config, uses_graphs
 from .graphs import DeviceStep, PendingStep, capture
 from .mtp import MTPDrafter
@@ -231,43 +232,8 @@ class ModelRunner:
         their committed contents, but for the slots it adds to ``lost`` (``GDNStatePool.abort``). The window's KV
         entries past the committed length are overwritten by the next step; its reserved pages stay with the
         slot until ``free``. A device drafter's observed window is not rolled back: later drafts may differ from
-        an unaborted run, outputs do not."""
-        if self._in_flight is None:
-            return
-        began = self._committing
-        if began is not None and began[2]:
-            raise RuntimeError(f"abort: a commit with num_accepted={began[0]} was interrupted after the GDN state "
-                               "took the step; call commit again with those counts to finish it")  # fmt: skip
-        if began is not None:  # the pool rolls its part back; the lengths come back from their copies
-            for c, saved in zip(self._counters(), began[1]):
-                c.copy_(saved)
-        self.lost.update(self.pool.abort(self._in_flight[0]))
-        self._in_flight = None
-        self._committing = None
-
-    def _undo_step(self, slots: list[int], saved, ds) -> None:
-        """After a failed ``launch``: drop the step, or where it cannot be dropped, lose its rows. Eagerly the step's
-        body says how far it got: before its commit, the pool aborts; inside it, the lengths come back from
-        ``saved`` and the pool rolls its part back (a validating pool; without one its rows are lost, nothing
-        telling how far the GDN state got); after it, the step is committed but its tokens never reach the caller,
-        so its rows are lost (the engine gives their requests up)."""
-        live = [s for s in slots if s >= 0]
-        if ds is not None and saved is not None and ds.commit_done:
-            self.lost.update(live)
-            return
-        if ds is not None and saved is not None and ds.commit_began:
-            for c, old in zip(self._counters(), saved):
-                c.copy_(old)
-            if not self.pool.cfg.validate:
-                self.pool.abort(self._slots(slots))
-                self.lost.update(live)
-                return
-        self.lost.update(self.pool.abort(self._slots(slots)))
-
-    def _counters(self) -> list[torch.Tensor]:
-        """The device tensors an eager commit cannot change twice: the KV lengths, the drafter's (``commit``)."""
-        extra = getattr(self.drafter, "commit_counters", None)  # (optional: docs/drafters.md)
-        return [self.kv.lens] + (list(extra()) if extra is not None else [])
+        an unaborted run, outputs do not. After a ``commit`` that failed part-way: ``engine/step_end.py``."""
+        step_end.abort(self)
 
     def _capture_logits(self, kind: StepKind, B: int, T: int, draft: bool):
         ids_buf = torch.zeros(B, T, dtype=torch.long, device=self.device)
@@ -284,42 +250,9 @@ class ModelRunner:
         i's window in the GDN state and the KV cache of every layer. With a validating pool (``validate``, the
         default without CUDA graphs), a commit that raised part-way (a failed launch, an interrupt) is finished by
         calling it again with the same counts, which gives what one call would have, or rolled back by ``abort``
-        until the GDN state has taken it (``GDNStatePool.commit``); without, nothing on the host tells how far it
+        until the GDN state has taken it (``engine/step_end.py``); without, nothing on the host tells how far it
         got."""
-        if self._in_flight is None:
-            raise RuntimeError("no step to commit")
-        slots, ids, T = self._in_flight
-        num_accepted = check_int_list("num_accepted", num_accepted, len(ids), 1, T)
-        began = self._committing
-        if began is not None and began[0] != num_accepted:
-            raise ValueError(f"num_accepted: a commit with {began[0]} was interrupted; call commit again with those "
-                             f"counts to finish it, got {num_accepted}")  # fmt: skip
-        n = torch.tensor(num_accepted, dtype=torch.int32).to(self.device)
-        counters = self._counters()
-        if began is None:
-            began = [num_accepted, [c.clone() for c in counters] if self.pool.cfg.validate else [], False]
-            if self.pool.cfg.validate:  # (without, the pool's part could not be repeated or undone either)
-                self._committing = began
-        else:  # what the interrupted attempt moved and cannot move twice, put back
-            for c, saved in zip(counters, began[1]):
-                c.copy_(saved)
-        if not began[2]:
-            try:
-                self.pool.commit(slots, n)  # (an interrupted pool commit finishes on its own retry)
-            except BaseException:
-                if self.pool.step_in_flight() is False:  # it took the step (then failed to fold ahead)
-                    began[2] = True
-                raise
-            began[2] = True
-        self.kv.commit(slots, n)
-        if self.drafter is not None:
-            self.drafter.commit(slots, n)
-        lens = list(self._lens)
-        for s, k in zip(ids, num_accepted):
-            lens[s] += k
-        self._lens[:] = lens
-        self._in_flight = None
-        self._committing = None
+        step_end.commit(self, num_accepted)
 
     @torch.no_grad()
     def step_and_commit(self, slots: list[int], tokens: torch.Tensor, num_drafts: list[int] | None,
@@ -365,7 +298,7 @@ class ModelRunner:
         kind = self._begin(slots, T, ahead=after.T if after is not None else 0)
         Bg = padded(B) if self.use_graphs else B
         key = ("step", kind, Bg, T, type(rule), device_drafts)
-        saved = None if self.use_graphs else [c.clone() for c in self._counters()]  # (eager: the commit may fail)
+        saved = None if self.use_graphs else [c.clone() for c in step_end.counters(self)]  # (eager: it may fail)
         ds = None
         try:
             if key not in self._graphs:
@@ -374,7 +307,7 @@ class ModelRunner:
             launched = ds.launch(slots, None if after else tokens, nd, *rest, after=after.launched if after else None)
             step = PendingStep(slots, T, type(rule), launched)
         except BaseException:  # nothing of the step is committed; ``lost`` lists slots it destroyed anyway
-            self._undo_step(slots, saved, ds)
+            step_end.undo_launch(self, slots, saved, ds)
             raise
         self.pending.append(step)
         return step
