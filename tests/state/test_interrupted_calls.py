@@ -162,7 +162,8 @@ def _interrupt_shadow(lp, method):
     setattr(lp.shadow, method, stop)
 
 
-def test_a_lockstep_commit_interrupted_between_the_pools_finishes_on_retry_and_refuses_anything_else():
+def _pair_with_commit_interrupted():
+    """A lockstep pair whose commit of a step over slots [0, 1] ran on the primary only."""
     lp, a, b = _pair()
     lp.alloc(2)
     w = Weights(a.cfg, 6)
@@ -170,6 +171,11 @@ def test_a_lockstep_commit_interrupted_between_the_pools_finishes_on_retry_and_r
     _interrupt_shadow(lp, "commit")
     with pytest.raises(_Stop):
         lp.commit(slots([0, 1]), slots([2, 1]))
+    return lp, a, b, w
+
+
+def test_a_lockstep_commit_interrupted_between_the_pools_finishes_on_retry_and_refuses_anything_else():
+    lp, a, b, w = _pair_with_commit_interrupted()
     assert a.tracker.step is None and b.tracker.step is not None  # apart
     for call in (lambda: lp.alloc(1), lambda: lp.commit(slots([0, 1]), slots([1, 1]))):
         with pytest.raises(RuntimeError, match="interrupted commit ran on 1 of the 2 lockstep pools"):
@@ -462,13 +468,7 @@ def test_a_fused_step_whose_fold_ahead_failed_loses_its_rows(monkeypatch):
 def test_a_lockstep_commit_interrupted_between_the_pools_is_aborted_with_its_rows_lost():
     """The primary took the step, the shadow did not: abort can drop it from the shadow only, so the rows are lost in
     both (it used to be refused, which left a runner's failed step with no way out)."""
-    lp, a, b = _pair()
-    lp.alloc(2)
-    w = Weights(a.cfg, 6)
-    pools.layers(lp, w, [0, 1], inputs(a.cfg, [3, 2], torch.Generator().manual_seed(4)))
-    _interrupt_shadow(lp, "commit")
-    with pytest.raises(_Stop):
-        lp.commit(slots([0, 1]), slots([2, 1]))
+    lp, a, b, w = _pair_with_commit_interrupted()
     assert lp.abort(slots([0, 1])) == [0, 1]
     assert lp.step_in_flight() is False
     with pytest.raises(SlotError, match="lost their state"):
