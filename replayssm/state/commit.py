@@ -32,12 +32,12 @@ from .lifecycle import SlotError
 CURSOR_NAMES = ("write_pos", "base", "flush", "pending", "epoch")
 
 
-def commit(pool, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
-    """``GDNStatePool.commit`` (its docstring), after ``pool`` checked ``slots`` and the tensor ``num_accepted``."""
+def commit(pool, slots: torch.Tensor, num_accepted: torch.Tensor, ids: list[int]) -> None:
+    """``GDNStatePool.commit`` (its docstring), after ``pool`` checked ``slots`` (``ids``: their host copy, with
+    validation on) and the tensor ``num_accepted``."""
     cfg, replay = pool.cfg, pool.cfg.backend == "replay"
     kind, st, tr = pool._kind, None, pool.tracker
     if cfg.validate:
-        ids = tr.check_ids(slots, "slots", True)
         if tr.step is None and tr.ahead_owed is not None and tr.ahead_owed == (ids, num_accepted.tolist()):
             _fold_ahead(pool, slots)  # the commit itself had finished
             return
@@ -99,10 +99,11 @@ def abort(pool, slots: torch.Tensor, ids: list[int]) -> list[int]:
         if st.committing is not None:  # roll the begun commit back (module docstring)
             if replay:
                 _put_back_cursors(pool, st)
-            live = slots >= 0
-            W1 = pool.cfg.conv_kernel - 1
-            rows = torch.arange(slots.shape[0], device=slots.device)[live]
-            pool.conv_state[:, slots[live].long()] = pool.conv_scratch[:, rows, :W1]
+            rows = [i for i, s in enumerate(ids) if s >= 0]  # (host ids: no read back)
+            dev = pool.device
+            pool.conv_state[:, torch.tensor(st.live, device=dev)] = pool.conv_scratch[
+                :, torch.tensor(rows, device=dev), : cfg.conv_kernel - 1
+            ]
     elif not replay and pool._kind == "decode":
         torn = [s for s in slots.tolist() if s >= 0]
     if replay:  # the flushing rows, in every layer; then no row keeps the step's window

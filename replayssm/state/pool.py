@@ -240,10 +240,10 @@ class GDNStatePool:
         ``commit`` again with the same ``num_accepted`` finishes it exactly as one call would have, ``abort`` rolls
         it back (a recurrent row whose state it may have overwritten is lost); ``state/commit.py`` says how. With
         validation off nothing on the host tells how far it got, as above."""
-        self._ids(slots)
+        ids = self._ids(slots)
         check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=self.device)
         with torch.no_grad():
-            step_end.commit(self, slots, num_accepted)
+            step_end.commit(self, slots, num_accepted, ids)
 
     def step_in_flight(self) -> bool | None:
         """Whether a step is in flight (its first call ran, its commit has not ended it); None with validation off,

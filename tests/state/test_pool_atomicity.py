@@ -260,7 +260,7 @@ def test_windows_longer_than_the_pool_window_are_refused_before_writing(backend)
 def test_a_fold_ahead_that_fails_leaves_the_step_committed_and_its_folds_to_the_next_verify(monkeypatch):
     """A commit folds ahead last (``REPLAYSSM_FOLD_AHEAD=1``): if that fails, the step is committed all the same
     (cursors, conv state, the tracker idle: another commit is refused, not applied; the same one again would only
-    run the fold it owes, tests/state/test_interrupted_calls.py), the rows keep their flush flags, and the next step
+    run the fold it owes, tests/state/test_interrupted_commit.py), the rows keep their flush flags, and the next step
     folds them in its verify: committed states bitwise those of a pool that never failed."""
     import replayssm.state.commit as pool_module
 
