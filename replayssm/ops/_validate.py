@@ -148,31 +148,45 @@ def check_out(out, v: torch.Tensor) -> None:
         check_tensor("out", out, shape=tuple(v.shape), dtypes=(v.dtype,), device=v.device)
 
 
-def byte_spans(written) -> list[tuple[int, int, str | None]]:
-    """(first byte, last byte + 1, name) of each (name, tensor) pair (None and empty tensors skipped); a name of None
-    marks a tensor the op only reads. What ``check_no_overlap`` sorts; a ring caches its own (``Ring.written_spans``).
-    """
-    return [(*sp, name) for name, t in written if isinstance(t, torch.Tensor) and (sp := _span(t))]
+def byte_spans(pairs, *, written: bool = True) -> list[tuple[int, int, str, bool]]:
+    """(first byte, last byte + 1, name, written) of each (name, tensor) pair (None and empty tensors skipped);
+    ``written=False`` marks tensors the op only reads. What ``check_no_overlap`` sorts; a ring caches its own
+    (``Ring.written_spans``)."""
+    return [(*sp, name, written) for name, t in pairs if isinstance(t, torch.Tensor) and (sp := _span(t))]
+
+
+def named(**tensors) -> tuple:
+    """``check_no_overlap``'s (name, tensor) pairs from keyword arguments: ``named(q=q, slots=slots)``."""
+    return tuple(tensors.items())
 
 
 def check_no_overlap(written, read, *, spans=()) -> None:
     """No tensor the op writes (``written``: (name, tensor) pairs, None skipped; ``spans``: more of them, from
-    ``byte_spans``) shares a byte with another tensor it writes or reads (``read``); two tensors it only reads may.
-    A kernel would read what it already wrote, and its reference differently. Always checked (host pointers only: it
-    never syncs, so graph capture runs it too); one sort of the byte spans: ~1.5 us a verify on a CPU core, whose ring
-    brings its spans cached (``Ring.written_spans``)."""
-    every = [*spans, *byte_spans(written), *byte_spans((None, t) for t in read)]
+    ``byte_spans``) shares a byte with another tensor it writes or reads (``read``: (name, tensor) pairs); two tensors
+    it only reads may. A kernel would read what it already wrote, and its reference differently. The error names both
+    tensors. Always checked (host pointers only: it never syncs, so graph capture runs it too); one sort of the byte
+    spans: ~1.5 us a verify on a CPU core, whose ring brings its spans cached (``Ring.written_spans``)."""
+    every = [*spans, *byte_spans(written), *byte_spans(read, written=False)]
     every.sort(key=_first)
-    end_any, end_written, last_written = -1, -1, None
-    for lo, hi, name in every:
-        if (name is not None and lo < end_any) or (name is None and lo < end_written):
-            raise ValueError(
-                f"{name or last_written} must not overlap the op's other tensor arguments in memory (activations, "
-                "A_log, dt_bias, slots, cu_seqlens, num_accepted, the state or checkpoint, snapshots, the ring)"
-            )
-        end_any = max(end_any, hi)
-        if name is not None and hi > end_written:
-            end_written, last_written = hi, name
+    end_any = end_written = -1
+    reach_any = reach_written = ""  # the name of the span that reaches furthest (of any / of the written ones)
+    for lo, hi, name, writes in every:
+        if writes and lo < end_any:
+            _overlap(name, reach_any)
+        if not writes and lo < end_written:
+            _overlap(reach_written, name)
+        if hi > end_any:
+            end_any, reach_any = hi, name
+        if writes and hi > end_written:
+            end_written, reach_written = hi, name
+
+
+def _overlap(written: str, other: str) -> None:
+    what = "another part of itself" if written == other else other
+    raise ValueError(
+        f"{written} must not overlap {what} in memory (the op writes {written}: every tensor argument it writes must "
+        "share no byte with any other tensor argument)"
+    )
 
 
 def _first(span: tuple) -> int:

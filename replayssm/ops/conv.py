@@ -24,6 +24,7 @@ from ._validate import (
     check_no_overlap,
     check_slots,
     check_tensor,
+    named,
     values_checkable,
 )
 from .conv_update import conv_commit_triton, conv_update_triton
@@ -107,7 +108,10 @@ def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch
     check_flags(validate=validate)
     _check_conv(x, weight, bias, conv_state)
     _check_update(x, conv_state, weight, slots, cu_seqlens, scratch, validate)
-    check_no_overlap((("scratch", scratch),), (x, conv_state, weight, bias, slots, cu_seqlens))
+    check_no_overlap(
+        named(scratch=scratch),
+        named(x=x, conv_state=conv_state, weight=weight, bias=bias, slots=slots, cu_seqlens=cu_seqlens),
+    )
     if split is not None and (
         not isinstance(split, (tuple, list))
         or len(split) != 3
@@ -172,7 +176,7 @@ def conv_commit(conv_state, scratch, slots, num_accepted, *, impl: str = "auto",
     check_tensor("num_accepted", num_accepted, shape=(B,), dtypes=(torch.int32,), device=conv_state.device)
     if scratch.shape[1] < B:
         raise ValueError(f"scratch holds {scratch.shape[1]} rows, the commit names {B}")
-    check_no_overlap((("conv_state", conv_state),), (scratch, slots, num_accepted))
+    check_no_overlap(named(conv_state=conv_state), named(scratch=scratch, slots=slots, num_accepted=num_accepted))
     if validate and values_checkable(slots, num_accepted):
         check_slots("slots", slots, S)
         t_max = scratch.shape[2] - Wm1

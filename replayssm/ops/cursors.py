@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._validate import check_flags, check_no_overlap, check_slots, check_tensor, values_checkable
+from ._validate import check_flags, check_no_overlap, check_slots, check_tensor, named, values_checkable
 from .ring import Ring, RingCursors
 
 
@@ -141,7 +141,9 @@ def _check_rows(c: RingCursors, slots, num_accepted=None) -> None:
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=dev)
     if num_accepted is not None:
         check_tensor("num_accepted", num_accepted, shape=(slots.shape[0],), dtypes=(torch.int32,), device=dev)
-    check_no_overlap((), (slots, num_accepted), spans=c.written_spans)  # (the cursors are written)
+    check_no_overlap(
+        (), named(slots=slots, num_accepted=num_accepted), spans=c.written_spans
+    )  # (the cursors are written)
 
 
 def ring_commit(ring, slots: torch.Tensor, num_accepted: torch.Tensor, *, fold_phase: bool = False,

@@ -16,7 +16,7 @@ from . import launch
 from ._common import use_triton
 from ._gluon import gl, jit
 from ._pinned import MARK, _fold_records, update_reference
-from ._validate import check_flags, check_no_overlap, check_slots, check_state, check_tensor, values_checkable
+from ._validate import check_flags, check_no_overlap, check_slots, check_state, check_tensor, named, values_checkable
 from .cursors import check_none_pending, cursors_of, ring_mark_folded
 from .ring import Ring
 
@@ -129,7 +129,7 @@ def _check(checkpoint, ring, slots, out, empty_history, validate):
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
     if out is not None:
         check_tensor("out", out, shape=(slots.shape[0], HV, V, K), dtypes=(torch.float32,), device=checkpoint.device)
-    check_no_overlap((("out", out), ("checkpoint", checkpoint)), (slots,), spans=ring.written_spans)
+    check_no_overlap(named(out=out, checkpoint=checkpoint), named(slots=slots), spans=ring.written_spans)
     if validate and values_checkable(slots):
         ids = check_slots("slots", slots, S)
         ring.cursors.check_values()

@@ -28,7 +28,7 @@ from . import launch
 from ._common import use_triton
 from ._gluon import async_copy, check_interpretable, gl, jit
 from ._pinned import MARK
-from ._validate import check_flags, check_no_overlap, check_slots, check_state, check_tensor, values_checkable
+from ._validate import check_flags, check_no_overlap, check_slots, check_state, check_tensor, named, values_checkable
 from .cursors import _ring_mark_folded_kernel, check_none_pending, mark_reference
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
 from .ring_layers import RingLayers
@@ -218,7 +218,7 @@ def _check(checkpoint, rings, slots, validate):
         raise ValueError(f"checkpoint must be a contiguous [{NL}, {slots_held}, {HV}, {V}, {K}] tensor, got "
                          f"{tuple(checkpoint.shape)}")  # fmt: skip
     check_tensor("slots", slots, ndim=1, dtypes=(torch.int32,), device=checkpoint.device)
-    check_no_overlap((("checkpoint", checkpoint),), (slots,), spans=rings.written_spans)
+    check_no_overlap(named(checkpoint=checkpoint), named(slots=slots), spans=rings.written_spans)
     if validate and values_checkable(slots):
         ids = check_slots("slots", slots, S)
         rings.cursors.check_values()

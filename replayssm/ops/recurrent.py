@@ -26,6 +26,7 @@ from ._validate import (
     check_slots,
     check_state,
     check_tensor,
+    named,
     values_checkable,
 )
 
@@ -92,8 +93,10 @@ def _check(q, k, v, a, b, A_log, dt_bias, state, slots, cu_seqlens, snapshots, o
         if snapshots.shape[0] != B or tuple(snapshots.shape[2:]) != (HV, V, K):
             raise ValueError(f"snapshots must have shape ({B}, T_max, {HV}, {V}, {K}), got {tuple(snapshots.shape)}")
         T_snap = snapshots.shape[1]
-    written = (("out", out), ("state", state), ("snapshots", snapshots))
-    check_no_overlap(written, (q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens))
+    check_no_overlap(
+        named(out=out, state=state, snapshots=snapshots),
+        named(q=q, k=k, v=v, a=a, b=b, A_log=A_log, dt_bias=dt_bias, slots=slots, cu_seqlens=cu_seqlens),
+    )
     if validate and values_checkable(slots, cu_seqlens):
         check_cu_seqlens(cu_seqlens, N, B, T_snap)
         check_slots("slots", slots, S)

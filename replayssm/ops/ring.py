@@ -86,7 +86,8 @@ class RingCursors:
     def written_spans(self) -> list:
         """The cursors' byte spans as tensors the ops write (``_validate.byte_spans``), computed once: what an op's
         other tensors must not overlap (``check_no_overlap``)."""
-        return byte_spans(("ring cursors", t) for t in self.tensors())
+        names = ("write_pos", "base", "flush", "pending", "epoch")  # (``tensors()``'s order)
+        return byte_spans((f"ring cursors ({n})", t) for n, t in zip(names, self.tensors()))
 
     def __repr__(self) -> str:
         return f"RingCursors(slots={self.num_slots}, L={self.L}, window={self.window}, device={self.device})"
@@ -294,4 +295,4 @@ class Ring:
 def ring_spans(rings, name: str) -> list:
     """The byte spans of a ``Ring``'s or ``RingLayers``' buffers (``RECORDS``) and of its cursors, as tensors the ops
     write, under ``name``."""
-    return byte_spans((name, getattr(rings, kind)) for kind in RECORDS) + rings.cursors.written_spans
+    return byte_spans((f"{name}.{kind}", getattr(rings, kind)) for kind in RECORDS) + rings.cursors.written_spans

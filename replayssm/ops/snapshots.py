@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._validate import check_flags, check_no_overlap, check_slots, check_tensor, values_checkable
+from ._validate import check_flags, check_no_overlap, check_slots, check_tensor, named, values_checkable
 
 
 @triton.jit
@@ -71,7 +71,7 @@ def commit_snapshots(
     if B > snapshots.shape[1]:
         raise ValueError(f"slots has {B} rows, snapshots only {snapshots.shape[1]}")
     T = snapshots.shape[2]
-    check_no_overlap((("state", state),), (snapshots, slots, num_accepted))
+    check_no_overlap(named(state=state), named(snapshots=snapshots, slots=slots, num_accepted=num_accepted))
     if validate and values_checkable(slots, num_accepted):
         check_slots("slots", slots, S)
         bad = [n for s, n in zip(slots.tolist(), num_accepted.tolist()) if s >= 0 and not 1 <= n <= T]

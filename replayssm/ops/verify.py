@@ -31,6 +31,7 @@ from ._validate import (
     check_scale,
     check_slots,
     check_state,
+    named,
     values_checkable,
 )
 from .fold import fold_slot_reference, folded_this_epoch, history_positions
@@ -61,8 +62,8 @@ def _check(q, k, v, a, b, A_log, dt_bias, checkpoint, ring, slots, cu_seqlens, o
     S = check_state("checkpoint", checkpoint, HV, V, K, q.device)
     check_ring_matches(ring, S, H, HV, K, V, q.device, k.dtype)
     check_out(out, v)
-    inputs = (q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens)
-    check_no_overlap((("out", out), ("checkpoint", checkpoint)), inputs, spans=ring.written_spans)
+    inputs = named(q=q, k=k, v=v, a=a, b=b, A_log=A_log, dt_bias=dt_bias, slots=slots, cu_seqlens=cu_seqlens)
+    check_no_overlap(named(out=out, checkpoint=checkpoint), inputs, spans=ring.written_spans)
     scale = check_scale(scale, K)
     if validate and values_checkable(slots, cu_seqlens):
         check_cu_seqlens(cu_seqlens, N, B, ring.window)

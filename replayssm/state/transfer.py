@@ -134,7 +134,7 @@ def copy_in(t: torch.Tensor, device, *buffers: torch.Tensor) -> torch.Tensor:
     pool's own state: writing it in place would read what the write already changed)."""
     t = t.to(device)
     span = byte_spans([("t", t)])
-    if span and any(lo < span[0][1] and span[0][0] < hi for lo, hi, _ in byte_spans((None, b) for b in buffers)):
+    if span and any(lo < span[0][1] and span[0][0] < hi for lo, hi, *_ in byte_spans(("buffer", b) for b in buffers)):
         t = t.clone()
     return t
 

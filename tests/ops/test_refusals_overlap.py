@@ -2,6 +2,8 @@
 tensor the op reads or writes, cursors edited out of range after the ring was built, unchecked ``*_reference`` calls.
 Each is refused on both paths before anything is written; each test failed before its fix."""
 
+import re
+
 import pytest
 import torch
 
@@ -23,7 +25,12 @@ from tests.helpers.inputs import make_gdn_inputs, random_state, slot_tensor
 
 H, HV, K, V, T, L, S = 1, 2, 16, 16, 2, 8, 2
 IMPLS = ["reference", "triton"]
-OVERLAP = "must not overlap the op's other tensor arguments"
+
+
+def overlap(a: str, b: str) -> str:
+    """The refusal naming both tensors, in either order (the one written first)."""
+    a, b = re.escape(a), re.escape(b)
+    return rf"^({a} must not overlap {b}|{b} must not overlap {a}) in memory"
 
 
 def _ring(impl, steps=1):
@@ -66,9 +73,9 @@ def test_a_verify_output_over_the_ring_or_its_cursors_is_refused(impl):
     mid-way after writing ``ring.k``)."""
     ring, state = _ring(impl)
     x = make_gdn_inputs([T], H, HV, K, V, gen=torch.Generator().manual_seed(6))
-    for target in (ring.k, ring.u):
+    for name, target in (("ring.k", ring.k), ("ring.u", ring.u)):
         before = _snapshot(ring, state)
-        with pytest.raises(ValueError, match=OVERLAP):
+        with pytest.raises(ValueError, match=overlap("out", name)):
             _verify(x, state, ring, impl, out=_as(target, x["v"]))
         assert _unchanged(before, ring, state)
     n = x["v"].numel()
@@ -77,7 +84,7 @@ def test_a_verify_output_over_the_ring_or_its_cursors_is_refused(impl):
     cur.copy_(torch.stack(ring.cursors.tensors()))
     shared = Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, RingCursors(*cur.unbind(0), L=L, window=T))
     before = _snapshot(shared, state)
-    with pytest.raises(ValueError, match=OVERLAP):
+    with pytest.raises(ValueError, match=overlap("out", "ring cursors (write_pos)")):
         _verify(x, state, shared, impl, out=ws[:n].view(x["v"].shape))
     assert _unchanged(before, shared, state)
 
@@ -95,9 +102,9 @@ def test_a_recurrent_output_over_cu_seqlens_or_snapshots_over_the_state_is_refus
     ws = torch.zeros(n)
     cu = ws[n - 3 :].view(torch.int32)  # cu_seqlens in out's last three words
     cu.copy_(x["cu_seqlens"])
-    with pytest.raises(ValueError, match=OVERLAP):
+    with pytest.raises(ValueError, match=overlap("out", "cu_seqlens")):
         gdn_recurrent(*args, cu_seqlens=cu, out=ws.view(x["v"].shape), **kw)
-    with pytest.raises(ValueError, match="snapshots " + OVERLAP):  # rows 0 and 1's snapshots are slots 0 and 1
+    with pytest.raises(ValueError, match=overlap("snapshots", "state")):  # rows 0 and 1's snapshots are slots 0 and 1
         gdn_recurrent(*args, cu_seqlens=x["cu_seqlens"], snapshots=state.view(S, 1, HV, V, K), **kw)
     assert torch.equal(state, before)
 
@@ -107,9 +114,9 @@ def test_a_fold_output_over_the_checkpoint_or_the_ring_is_refused(impl):
     """Finding 1b: ``gdn_exact_fold(out=...)`` had no overlap check; ``out`` over ``ring.v`` folded differently on
     the two paths."""
     ring, state = _ring(impl)
-    for out in (state[:1], _as(ring.v, torch.empty(1, HV, V, K))):
+    for name, out in (("checkpoint", state[:1]), ("ring.v", _as(ring.v, torch.empty(1, HV, V, K)))):
         before = _snapshot(ring, state)
-        with pytest.raises(ValueError, match=OVERLAP):
+        with pytest.raises(ValueError, match=overlap("out", name)):
             gdn_exact_fold(state, ring, slot_tensor([0]), out=out, impl=impl)
         assert _unchanged(before, ring, state)
 
@@ -120,7 +127,7 @@ def test_commit_snapshots_into_its_own_snapshots_is_refused(impl):
     snaps = torch.randn(1, 2, T, HV, V, K)
     state = snaps.view(1, 2 * T, HV, V, K)[:, :S]  # the first snapshots are the state
     before = snaps.clone()
-    with pytest.raises(ValueError, match="state " + OVERLAP):
+    with pytest.raises(ValueError, match=overlap("state", "snapshots")):
         commit_snapshots(state, snaps, slot_tensor([1]), slot_tensor([2]), impl=impl)
     assert torch.equal(snaps, before)
 
@@ -190,9 +197,9 @@ def test_cursor_ops_refuse_slots_over_the_cursors(impl):
     c.pending[:] = 2
     c.epoch.copy_(torch.tensor([1, 0], dtype=torch.int32))
     before = [t.clone() for t in c.tensors()]
-    with pytest.raises(ValueError, match=OVERLAP):
+    with pytest.raises(ValueError, match=overlap("ring cursors (epoch)", "slots")):
         ring_commit(c, c.epoch, torch.tensor([2, 1], dtype=torch.int32), impl=impl)
-    with pytest.raises(ValueError, match=OVERLAP):
+    with pytest.raises(ValueError, match=overlap("ring cursors (flush)", "slots")):
         ring_mark_folded(c, c.flush, impl=impl)
     assert all(torch.equal(a, b) for a, b in zip(before, c.tensors()))
 
@@ -205,11 +212,11 @@ def test_fold_ahead_and_a_ring_built_over_itself_are_refused():
     slots = ckpt.view(-1)[:1].view(torch.int32)
     slots.zero_()
     before = ckpt.clone()
-    with pytest.raises(ValueError, match="checkpoint " + OVERLAP):
+    with pytest.raises(ValueError, match=overlap("checkpoint", "slots")):
         gdn_fold_ahead(ckpt, rings, slots, impl="reference")
     assert torch.equal(ckpt, before)
     one = rings.layers[0]
-    with pytest.raises(ValueError, match="ring " + OVERLAP):
+    with pytest.raises(ValueError, match=overlap("ring.u", "ring.v")):
         Ring(one.k, one.v, one.g, one.g.clone(), one.v, one.folded, one.cursors)  # u over v
 
 

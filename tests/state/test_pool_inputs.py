@@ -48,7 +48,7 @@ def test_a_conv_input_that_overlaps_the_scratch_is_refused_before_anything_is_wr
     x = inputs(p.cfg, [3, 2], torch.Generator().manual_seed(2))
     alias = dict(x, x=p.conv_scratch[0, 0, :5])  # [5, C] rows of the scratch the call writes
     before = device_state(p, scratch=True)
-    with pytest.raises(ValueError, match="scratch must not overlap"):
+    with pytest.raises(ValueError, match="^scratch must not overlap x in memory"):
         pools.conv(p, w, 0, [0, 1], alias)
     assert same(device_state(p, scratch=True), before) and p.tracker.step is None
 
