@@ -34,6 +34,22 @@ def build_parser() -> Parser:
     return p
 
 
+TOP_LEVEL_OPTIONS = ("-h", "--help", "--version", "--debug")
+COMMANDS = ("demo", "generate", "memory", "drift", "bench")
+
+
+def check_top_level_options(argv: list[str]) -> None:
+    """An unknown option before the command is named as such (argparse would first say that COMMAND is missing)."""
+    for a in argv:
+        if not a.startswith("-"):
+            return
+        if a not in TOP_LEVEL_OPTIONS:
+            raise UsageError(
+                f"unrecognized option {a} before the command (allowed: {', '.join(TOP_LEVEL_OPTIONS)}; "
+                f"then a COMMAND: {', '.join(COMMANDS)})"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -42,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        check_top_level_options(argv)
         args, extra = parser.parse_known_args(argv)
         prog = f"replayssm {args.cmd}" + (f" {args.bench}" if getattr(args, "bench", None) else "")
         if extra:  # named by the command they were given to (argparse would name the top-level program)

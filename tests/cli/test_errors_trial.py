@@ -40,6 +40,8 @@ CASES = [
      "--batch 4096 / --ring 65536", "lower --batch or --ring"),
     (["demo", "--layer", "--steps", "2000000"], "--steps", "from 1 to 1000000"),
     (["demo", "--max-new-tokens", "4000", "--device", "cpu"], "--max-new-tokens 4000", "so at most 3875"),
+    (["-V"], "-V", "unrecognized option -V before the command"),  # said that COMMAND was missing
+    (["-x", "demo"], "-x", "allowed: -h, --help, --version, --debug"),
 ]  # fmt: skip
 
 
@@ -74,3 +76,12 @@ def test_bench_kernels_says_where_it_wrote(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"wrote {tmp_path / 'kernels.json'} and {tmp_path / 'kernels.png'}" in out
     assert json.loads((tmp_path / "kernels.json").read_text())["points"]
+
+
+def test_the_top_level_lists_are_the_parsers():
+    """The names an unknown top-level option's message lists are those the parser takes."""
+    from replayssm.cli import COMMANDS, TOP_LEVEL_OPTIONS, build_parser
+
+    p = build_parser()
+    assert set(TOP_LEVEL_OPTIONS) == {o for a in p._actions for o in a.option_strings}
+    assert set(COMMANDS) == set(next(a for a in p._actions if a.dest == "cmd").choices)
