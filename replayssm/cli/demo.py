@@ -46,7 +46,7 @@ CPU_NOTE = (
     "On a CPU the kernels run as their PyTorch references, so tokens/s below is no measure of speed: there "
     "ReplaySSM's window formula (a small triangular solve per head) costs more than the baseline's plain loop, and "
     "a model this small never waits on memory. What a CPU run shows is exactness and memory: look at the bitwise "
-    f"check and the scratch bytes. Speed is a GPU property: see Results in the README, {ENGINE_RESULTS} (the "
+    f"check and the scratch bytes. Speed is a GPU property: see docs/results.md, {ENGINE_RESULTS} (the "
     f"engine) and {KERNEL_RESULTS} (the kernels), both on an H200."
 )
 
@@ -156,7 +156,7 @@ def _summary(res: dict, window: int) -> None:
     print(f"  speculative scratch for {len(res['prompts'])} requests at T={window}: recurrent "
           f"{scratch['recurrent']:,} B (T state snapshots per GDN layer), ReplaySSM {scratch['replay']:,} B "
           f"(ring records): {scratch['recurrent'] / scratch['replay']:.1f}x less")  # fmt: skip
-    print(f"  speed: a GPU property (README, Results; {ENGINE_RESULTS}); replayssm memory --model qwen3.5-122b-a10b "
+    print(f"  speed: a GPU property (docs/results.md; {ENGINE_RESULTS}); replayssm memory --model qwen3.5-122b-a10b "
           "shows the memory at a real model's size")  # fmt: skip
 
 
