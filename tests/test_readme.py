@@ -42,6 +42,22 @@ def test_the_state_pool_example_runs_as_written(impl, monkeypatch, capsys):
     assert report["total"] == sum(v for k, v in report.items() if k != "total") > 0
 
 
+def test_the_engine_example_runs_as_written(capsys):
+    """docs/engine.md's hand-built engine: MTP drafts, and the tokens plain greedy decoding gives."""
+    from replayssm.engine.engine import Engine
+    from replayssm.engine.runner import ModelRunner, RunnerConfig
+
+    (snippet,) = _blocks(DOCS["engine.md"], "python")
+    ns: dict = {}
+    exec(compile(snippet, "docs/engine.md", "exec"), ns)
+    r = ns["r"]
+    assert capsys.readouterr().out.strip() == f"{r.generated} {r.accepted}" and len(r.generated) == 16
+    plain = Engine(ModelRunner(ns["model"], RunnerConfig(max_slots=1, max_len=256, window=1)), drafter="none")
+    q = plain.add([5, 6, 7, 8], max_new_tokens=16)
+    plain.run()
+    assert r.generated == q.generated and max(r.accepted) > 1
+
+
 def test_two_commands_at_the_top_and_ci_runs_the_second():
     top = README.split("## What you can run")[0]
     main_job, tests = _blocks(top, "bash")

@@ -96,12 +96,13 @@ def check_slots(slots, n: int, live: set[int]) -> list[int]:
 
 
 def check_uniforms(uniforms, B: int, T: int) -> None:
-    """Sampling's host-drawn uniforms: a finite fp32 [B, 2T] tensor in [0, 1]."""
+    """Sampling's host-drawn uniforms: a finite fp32 [B, 2T] tensor in [0, 1) (as ``torch.rand`` draws: the
+    inverse-CDF draw of a 1.0 would run past the last token with mass)."""
     if not isinstance(uniforms, torch.Tensor) or tuple(uniforms.shape) != (B, 2 * T):
         got = tuple(uniforms.shape) if isinstance(uniforms, torch.Tensor) else type(uniforms).__name__
         raise ValueError(f"uniforms must be a [{B}, {2 * T}] fp32 tensor for Sampling, got {got}")
-    if uniforms.dtype != torch.float32 or not bool(((uniforms >= 0) & (uniforms <= 1)).all()):
-        raise ValueError("uniforms must be fp32 values in [0, 1]")
+    if uniforms.dtype != torch.float32 or not bool(((uniforms >= 0) & (uniforms < 1)).all()):
+        raise ValueError("uniforms must be fp32 values in [0, 1)")
 
 
 def check_acceptance(B: int, T: int, num_drafts, rule, prescribed, uniforms, temperature, device_drafts,

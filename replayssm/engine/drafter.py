@@ -20,6 +20,9 @@ import torch
 
 @runtime_checkable
 class HostDrafter(Protocol):
+    """A drafter the engine calls on the host: any object (an instance, not a class) with a callable
+    ``propose(context, k)``; ``check_host_drafter`` is what ``Engine`` and ``LLM`` check of it."""
+
     def propose(self, context: list[int], k: int) -> list[int]:
         """Up to ``k`` tokens to follow ``context`` (prompt + generated so far); fewer (or none) is allowed."""
         ...
@@ -60,3 +63,13 @@ class DeviceDrafter(Protocol):
     def unpark(self, slots: torch.Tensor, parked: dict) -> None:
         """Put a ``park`` result back, possibly into other slots."""
         ...
+
+
+def check_host_drafter(drafter, names: tuple[str, ...]) -> None:
+    """``drafter`` (given where one of ``names`` was not) is a host drafter: an instance (not a class) whose
+    ``propose`` is callable. Raises TypeError."""
+    if isinstance(drafter, type):
+        raise TypeError(f"drafter: pass an instance of {drafter.__name__} (e.g. {drafter.__name__}()), not the class")
+    if not callable(getattr(drafter, "propose", None)):
+        raise TypeError(f"drafter must be one of {names} or an object with propose(context, k), got "
+                        f"{type(drafter).__name__}")  # fmt: skip

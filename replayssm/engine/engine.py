@@ -10,42 +10,25 @@ continue with identical tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import torch
 
 from .accept import Greedy, Prescribed, Sampling, sample_inverse_cdf
+from .admission import KVBudget, pick, why_stuck
 from .checks import check_positive_int, check_seed, check_temperature, is_int
-from .drafter import HostDrafter
+from .drafter import check_host_drafter
 from .graphs import PendingStep
-from .runner import ModelRunner, ParkedRequest
+from .requests import Request, proposal
+from .runner import ModelRunner
 from .spec import BenchmarkAcceptance, NgramDrafter
 
 
-@dataclass
-class Request:
-    id: int
-    prompt: list[int]
-    max_new_tokens: int
-    arrival: int = 0
-    generated: list[int] = field(default_factory=list)
-    slot: int | None = None
-    done: bool = False
-    steps: int = 0
-    accepted: list[int] = field(default_factory=list)  # num_accepted of every verify step
-    parked: ParkedRequest | None = None  # its state on the CPU while preempted
-    error: str | None = None  # why the request was given up (then ``done`` is set and it holds nothing)
-
-    @property
-    def context(self) -> list[int]:
-        return self.prompt + self.generated
-
-
 class Engine:
-    """``window`` = T (last accepted token + T-1 drafts; 1 = plain decode). ``drafter``: "auto" (default, as
-    ``LLM``'s: the runner's device drafter if it has one, else n-gram; none at window 1), "ngram", "none", "mtp"
-    (the runner's device drafter: ``RunnerConfig(device_drafter="mtp")``), or a host drafter
-    (``engine.drafter.HostDrafter``).
+    """Continuous batching over ``runner``. The window T (last accepted token + T-1 drafts) is the runner's
+    (``RunnerConfig.window``), or 1 (plain decode) with ``drafter="none"``; ``self.window`` says which.
+    ``drafter``: "auto" (default, as ``LLM``'s: the runner's device drafter if it has one, else n-gram; none at
+    window 1), "ngram", "none", "mtp" (the runner's device drafter: ``RunnerConfig(device_drafter="mtp")``), or
+    a host drafter (``engine.drafter.HostDrafter``).
     ``overlap``: launch each step of an unchanged batch before reading the previous one back, where the next
     window needs nothing from the host (no host drafter, greedy or the benchmark's acceptance; ``self.overlap``
     says whether it applies; docs/engine.md).
@@ -54,15 +37,17 @@ class Engine:
     is aborted (no request moves; requests whose state it destroyed, a recurrent backend's in-place decode
     failing half-way, are given up) and the exception propagates; ``release()`` gives back everything the
     engine's requests hold. The engine stays usable after any of them, and ``step`` raises instead of idling
-    when no request can make progress."""
+    when no request can make progress. With a shared KV cache (``RunnerConfig.kv_tokens``) the engine admits
+    requests while their pages fit and preempts the newest running ones when a step's do not (docs/engine.md,
+    "a shared KV cache"). ``cancel`` gives up one request."""
 
     def __init__(self, runner: ModelRunner, *, drafter="auto", temperature: float = 0.0, seed: int = 0,
                  eos_token_id: int | Sequence[int] | None = None,
                  benchmark_acceptance: BenchmarkAcceptance | None = None, overlap: bool = True):  # fmt: skip
         if isinstance(drafter, str) and drafter not in ("ngram", "none", "mtp", "auto"):
             raise ValueError(f"drafter must be 'ngram', 'none', 'mtp', 'auto' or a HostDrafter, got {drafter!r}")
-        if not isinstance(drafter, str) and not isinstance(drafter, HostDrafter):
-            raise TypeError(f"a drafter object needs propose(context, k), got {type(drafter).__name__}")
+        if not isinstance(drafter, str):
+            check_host_drafter(drafter, ("ngram", "none", "mtp", "auto"))
         if drafter == "mtp" and runner.drafter is None:
             raise ValueError("drafter='mtp' needs a runner built with RunnerConfig(device_drafter='mtp')")
         if benchmark_acceptance is not None and not isinstance(benchmark_acceptance, BenchmarkAcceptance):
@@ -94,6 +79,7 @@ class Engine:
         self.temperature, self.eos = temperature, eos
         self.gen = torch.Generator().manual_seed(seed)
         self.bench = benchmark_acceptance
+        self.kv_budget = KVBudget(runner, window)
         # Overlapped steps (docs/engine.md, "overlapped steps"): only where the next window needs nothing from the
         # host -- no host drafter (or the benchmark's meaningless drafts) and no host-drawn uniforms.
         self.overlap = overlap and (self.bench is not None or (self.drafter is None and temperature <= 0))
@@ -107,7 +93,8 @@ class Engine:
 
     def add(self, prompt: list[int], max_new_tokens: int, arrival: int = 0) -> Request:
         """Queue a request: ``prompt`` a non-empty list of token ids in [0, vocab); it joins at engine iteration
-        ``arrival``. Checked here, before anything is queued."""
+        ``arrival`` (iterations where nothing runs and nothing has arrived are skipped). Checked here, before
+        anything is queued: it must fit the runner's ``max_len`` and, with a shared KV cache, the whole cache."""
         if not isinstance(prompt, (list, tuple)) or not prompt:
             raise ValueError(f"prompt must be a non-empty list of token ids, got {prompt!r:.80}")
         self.runner.check_token_ids(prompt, "prompt token ids")
@@ -119,6 +106,11 @@ class Engine:
             raise ValueError(f"the request needs {need} KV positions (prompt {len(prompt)} + max_new_tokens "
                              f"{max_new_tokens} + window {self.window}), the runner's max_len is "
                              f"{self.runner.cfg.max_len}")  # fmt: skip
+        if len(prompt) + self.runner.cfg.window > self.runner.cfg.max_len:  # its prefill reserves the runner's
+            raise ValueError(f"the prompt of {len(prompt)} tokens + the runner's window {self.runner.cfg.window} "
+                             f"(its prefill reserves a whole window) exceed the runner's max_len "
+                             f"{self.runner.cfg.max_len}")  # fmt: skip
+        self.kv_budget.check_fits_alone(max(need, len(prompt) + self.runner.cfg.window))
         r = Request(len(self.requests), list(prompt), max_new_tokens, arrival)
         self.requests.append(r)
         return r
@@ -149,9 +141,16 @@ class Engine:
         return r.slot is None and not r.done and r.parked is None and not r.generated
 
     def _admit(self) -> None:
-        """Prefill every arrived request that a free slot can take, in one batched prefill."""
-        new = [r for r in self.requests if self._waiting(r) and r.arrival <= self.iteration]
-        new = new[: self.runner.num_free]
+        """Resume the requests the engine preempted for KV pages, then prefill arrived ones (in one batched
+        prefill), first come first served while free slots and pages take them (``engine/admission.py``)."""
+        parked = [r for r in self.requests if r.auto_resume and r.parked is not None and not r.done]
+        arrived = [r for r in self.requests if self._waiting(r) and r.arrival <= self.iteration]
+        running = [r.slot for r in self.running]
+        taken = pick(self.kv_budget, parked + arrived, running, self.runner.num_free)
+        for r in taken:
+            if r.parked is not None:
+                r.slot, r.parked, r.auto_resume = self.runner.restore(r.parked), None, False
+        new = [r for r in taken if r.slot is None]
         if not new:
             return
         try:  # a request that fails here gives back its slot (and KV pages) and is marked done with the reason
@@ -172,21 +171,6 @@ class Engine:
             self._free_slot(r.slot)
         r.slot, r.parked, r.done = None, None, True
         r.error = f"{type(e).__name__}: {e}"
-
-    def _stuck(self) -> str | None:
-        """Why no request can make progress, or None when one can (running, or arriving later)."""
-        left = [r for r in self.requests if not r.done]
-        if not left or any(self._waiting(r) and r.arrival >= self.iteration for r in left):
-            return None
-        parked = [r.id for r in left if r.parked is not None]
-        ready = [r.id for r in left if self._waiting(r)]
-        why = []
-        if ready:
-            why.append(f"requests {ready} wait for a slot, but no slot of {self.runner.cfg.max_slots} is free and "
-                       "none is running in this engine (slots held elsewhere)")  # fmt: skip
-        if parked:
-            why.append(f"requests {parked} are preempted: resume() them")
-        return "; ".join(why)
 
     def step(self) -> bool:
         """One engine iteration. Returns False when nothing is left to do; raises ``RuntimeError`` when requests
@@ -228,15 +212,28 @@ class Engine:
             self._steps.append((nxt, batch))
             return nxt
         self.drain()
-        batch = self.running
+        batch = self._make_room(self.running)
         if not batch:
-            why = self._stuck()
+            why = why_stuck(self)
             if why:
                 raise RuntimeError(f"the engine cannot make progress: {why}")
+            later = [r.arrival for r in self.requests if self._waiting(r) and r.arrival > self.iteration]
+            if later:  # nothing runs until the next arrival: skip the idle iterations
+                self.iteration = min(later)
             return None
         launched = self._launch(batch, chain=False)
         self._steps.append((launched, batch))
         return launched
+
+    def _make_room(self, batch: list[Request]) -> list[Request]:
+        """``batch`` less its newest requests, preempted to the CPU until the rest's step has its KV pages (a
+        shared cache only; one request always fits: ``add`` checked it)."""
+        while len(batch) > 1 and self.kv_budget.short([r.slot for r in batch]) > 0:
+            r = max(batch, key=lambda q: q.id)
+            r.parked, r.auto_resume = self.runner.offload(r.slot), True
+            r.slot = None
+            batch = [q for q in batch if q is not r]
+        return batch
 
     def drain(self) -> None:
         """Wait for the steps in flight, if any, and emit their tokens (``step`` with ``overlap`` leaves one)."""
@@ -250,7 +247,8 @@ class Engine:
             return False
         prev = self._steps[0][1]
         return (len(batch) == len(prev) and all(a is b for a, b in zip(batch, prev))
-                and all(len(r.generated) + self.window < r.max_new_tokens for r in batch))  # fmt: skip
+                and all(len(r.generated) + self.window < r.max_new_tokens for r in batch)
+                and self.kv_budget.short([r.slot for r in batch], ahead=self.window) <= 0)  # fmt: skip
 
     def _collect(self) -> None:
         """Finish the oldest step in flight and emit its tokens; free the slots it still held for finished
@@ -310,7 +308,7 @@ class Engine:
             return [r.generated[-1]] * k  # any tokens: the prescribed acceptance ignores them
         if not self.drafter:
             return []
-        return _proposal(self.drafter, self.drafter.propose(r.context, k), k, self.runner)
+        return proposal(self.drafter, self.drafter.propose(r.context, k), k, self.runner)
 
     def _rule(self, B: int, T: int) -> tuple:
         """How the device accepts this step's drafts, and the host-drawn inputs the rule reads."""
@@ -355,7 +353,7 @@ class Engine:
         self.drain()
         if r.slot is None or r.done:  # it finished in the step the drain completed
             raise ValueError(f"request {r.id} is not running (it finished in the step in flight)")
-        r.parked = self.runner.offload(r.slot)
+        r.parked, r.auto_resume = self.runner.offload(r.slot), False
         r.slot = None
 
     def resume(self, r: Request) -> None:
@@ -369,18 +367,16 @@ class Engine:
             raise ValueError(f"request {r.id} is not preempted")
         self.runner.check_restore(r.parked, room=False)
         self.drain()
-        r.slot, r.parked = self.runner.restore(r.parked), None
+        r.slot, r.parked, r.auto_resume = self.runner.restore(r.parked), None, False
 
-
-def _proposal(drafter, d, k: int, runner: ModelRunner) -> list[int]:
-    """A host drafter's ``propose`` result -> at most ``k`` checked token ids (extra tokens are dropped). A list
-    or tuple of ints, a 1-d integer NumPy array or torch tensor are accepted."""
-    name = type(drafter).__name__
-    ndim = d.dim() if isinstance(d, torch.Tensor) else getattr(d, "ndim", 1)
-    ordered = isinstance(d, (list, tuple, torch.Tensor)) or hasattr(d, "tolist")  # not a set, dict or generator
-    if not ordered or isinstance(d, (str, bytes)) or ndim != 1:
-        kind = f"a {ndim}-d {type(d).__name__}" if ndim != 1 else type(d).__name__
-        raise TypeError(f"{name}.propose() must return a list of ints (up to k={k} token ids), got {kind}")
-    d = d[:k] if isinstance(d, torch.Tensor) else list(d)[:k]
-    runner.check_token_ids(d, f"{name}.propose() draft token ids")
-    return [int(t) for t in (d.tolist() if isinstance(d, torch.Tensor) else d)]
+    def cancel(self, r: Request) -> None:
+        """Give up ``r`` (waiting, running or preempted): it is marked done with ``error="cancelled"`` and what it
+        holds is given back; a step in flight that runs it finishes for the others (its slot is freed after it).
+        Refused, with nothing changed, when ``r`` is not this engine's or already done."""
+        if not any(r is q for q in self.requests):
+            raise ValueError(f"r must be a Request of this engine (from add), got {r!r:.80}")
+        if r.done:
+            raise ValueError(f"request {r.id} is already done")
+        if r.slot is not None:
+            self._free_slot(r.slot)
+        r.slot, r.parked, r.done, r.auto_resume, r.error = None, None, True, False, "cancelled"

@@ -11,7 +11,7 @@ from ..models.config import ModelConfig
 from ..models.loader import MTPUnavailableError, load_model, load_tokenizer
 from ..models.model import HybridLM
 from .checks import check_positive_int, check_seed, check_temperature, is_int
-from .drafter import HostDrafter
+from .drafter import HostDrafter, check_host_drafter
 from .engine import Engine
 from .runner import ModelRunner, RunnerConfig
 
@@ -76,9 +76,8 @@ class LLM:
                  ring_len: int | None = None, cuda_graphs: bool = True, shadow_backend: str | None = None,
                  draft_vocab=None, load_progress=None):  # fmt: skip
         custom = not isinstance(drafter, str)
-        if custom and not isinstance(drafter, HostDrafter):
-            raise TypeError(f"drafter must be one of {DRAFTERS} or an object with propose(context, k), got "
-                            f"{type(drafter).__name__}")  # fmt: skip
+        if custom:
+            check_host_drafter(drafter, DRAFTERS)
         if not custom and drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {DRAFTERS} or an object with propose(context, k), got "
                              f"{drafter!r}")  # fmt: skip
@@ -192,7 +191,11 @@ class LLM:
             eng.on_commit = lambda slots: self._check_lockstep(eng, slots)
         try:
             for i, p in enumerate(ids):
-                eng.add(p, max_new_tokens, arrival=arrivals[i] if arrivals else 0)
+                try:
+                    eng.add(p, max_new_tokens, arrival=arrivals[i] if arrivals else 0)
+                except (ValueError, TypeError) as e:  # which prompt: the message names it
+                    e.args = (f"prompts[{i}]: {e}",)
+                    raise
             self.lockstep_checks = 0  # (once every request is taken: a refused call leaves the last count)
             reqs = eng.run()
         except BaseException:

@@ -335,8 +335,9 @@ class ModelRunner:
 
     def offload(self, slot: int) -> ParkedRequest:
         """Move an idle slot's state (GDN checkpoint, ring, cursors, conv; KV; drafter state) to the CPU; free it."""
-        if slot not in self._live:
-            raise ValueError(f"slot {slot!r} is not allocated")
+        if not is_int(slot) or slot not in self._live:
+            raise ValueError(f"slot={slot!r}: not an allocated slot")
+        slot = int(slot)
         self._check_idle([slot])
         s = self._slots([slot])
         gdn = self.pool.offload(s)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .checks import check_positive_int
+
 
 class NgramDrafter:
     """Prompt-lookup drafting: after the most recent earlier occurrence of the context's last n tokens
@@ -11,11 +13,14 @@ class NgramDrafter:
     Deterministic; may propose fewer than asked. The lookback bounds the host cost per step."""
 
     def __init__(self, max_n: int = 3, min_n: int = 1, lookback: int = 2048):
-        if not 1 <= min_n <= max_n:
+        for name, value in (("max_n", max_n), ("min_n", min_n), ("lookback", lookback)):
+            check_positive_int(name, value)
+        if not min_n <= max_n:
             raise ValueError(f"need 1 <= min_n <= max_n, got min_n={min_n}, max_n={max_n}")
-        self.max_n, self.min_n, self.lookback = max_n, min_n, lookback
+        self.max_n, self.min_n, self.lookback = int(max_n), int(min_n), int(lookback)
 
     def propose(self, context: list[int], k: int) -> list[int]:
+        """Up to ``k`` tokens that followed the latest earlier occurrence of ``context``'s last n tokens."""
         if k <= 0:
             return []
         context = context[-self.lookback :]

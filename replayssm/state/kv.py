@@ -66,7 +66,21 @@ class KVCache:
         return len(self._free) * self.page_size if self.dynamic else self.num_slots * self.max_len
 
     def pages_for(self, num_tokens: int) -> int:
+        """Pages that hold ``num_tokens`` tokens."""
         return -(-num_tokens // self.page_size)
+
+    @property
+    def free_pages(self) -> int:
+        """Pages no slot holds (dynamic); a static cache gives every slot its own, so none is ever short: its
+        ``num_pages``."""
+        return len(self._free) if self.dynamic else self.num_pages
+
+    def pages_needed(self, slots: list[int], lengths: list[int]) -> int:
+        """The pages ``reserve(slots, lengths)`` would take from the free ones (0 for a static cache); lengths
+        past ``max_len`` count as ``max_len``. Host bookkeeping only."""
+        if not self.dynamic:
+            return 0
+        return sum(max(0, self.pages_for(min(n, self.max_len)) - len(self._pages[s])) for s, n in zip(slots, lengths))
 
     def rows(self, slots: torch.Tensor) -> torch.Tensor:
         """KV rows of a batch: the slot, or the sink row for padding (-1)."""

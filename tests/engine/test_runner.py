@@ -103,7 +103,8 @@ def _bad_steps(slots, other):
         (dict(rule=Prescribed()), "prescribed must be a list of 2 ints"),
         (dict(rule=Prescribed(), prescribed=[1, 4]), r"prescribed \[4\] are outside \[1, 3\]"),
         (dict(rule=Sampling(0.5), temperature=0.5), "uniforms must be a"),
-        (dict(rule=Sampling(0.5), temperature=0.5, uniforms=torch.full((2, 6), 2.0)), r"values in \[0, 1\]"),
+        (dict(rule=Sampling(0.5), temperature=0.5, uniforms=torch.full((2, 6), 2.0)), r"values in \[0, 1\)"),
+        (dict(rule=Sampling(0.5), temperature=0.5, uniforms=torch.ones(2, 6)), r"values in \[0, 1\)"),  # drew V-1
         (dict(rule=Sampling(0.5), uniforms=torch.rand(2, 6)), "must be >= 1e-05 and equal Sampling.temperature"),
         (dict(uniforms=torch.rand(2, 6)), "read by the Sampling rule only"),
         (dict(device_drafts=True, tokens=torch.ones(2, 1, dtype=torch.long), num_drafts=None), "device drafter"),
