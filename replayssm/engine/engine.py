@@ -117,6 +117,7 @@ class Engine:
 
     @property
     def running(self) -> list[Request]:
+        """The requests that hold a slot now (admitted, not done, not preempted)."""
         return [r for r in self.requests if r.slot is not None and not r.done]
 
     def _pick(self, logits: torch.Tensor) -> int:

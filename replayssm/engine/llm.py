@@ -124,14 +124,18 @@ class LLM:
         self.lockstep_checks = 0
 
     def encode(self, text: str) -> list[int]:
+        """``text`` as token ids (the model folder's tokenizer.json)."""
         if self.tokenizer is None:
             raise ValueError("this model has no tokenizer.json: pass token ids instead of text")
         return self.tokenizer.encode(text).ids
 
     def decode(self, ids: list[int]) -> str:
+        """Token ids as text; "" when the model has no tokenizer (``Output.text`` is then None)."""
         return self.tokenizer.decode(ids) if self.tokenizer is not None else ""
 
     def engine(self, *, temperature: float = 0.0, seed: int = 0, ignore_eos: bool = True) -> Engine:
+        """An ``Engine`` over this LLM's runner and drafter, as ``generate`` builds one (docs/engine.md): add
+        requests and step it yourself. ``ignore_eos=False`` stops requests at the model's end-of-sequence token."""
         if not isinstance(ignore_eos, bool):
             raise TypeError(f"ignore_eos={ignore_eos!r}: must be a bool")
         eos = None if ignore_eos else self.model.config.eos_token_id
@@ -170,7 +174,10 @@ class LLM:
         ignore_eos: bool = True,
     ) -> list[Output]:
         """Generate for many prompts at once (continuous batching; ``arrivals[i]`` = engine iteration at
-        which prompt i joins, default 0). Greedy when ``temperature`` is 0.
+        which prompt i joins, default 0). Greedy when ``temperature`` is 0; otherwise sampled, the draws seeded by
+        ``seed`` (the same seed, the same tokens). Every prompt gets ``max_new_tokens`` tokens whatever they say:
+        ``ignore_eos=True`` (the default) keeps lengths comparable across backends; ``ignore_eos=False`` stops a
+        prompt at the model's end-of-sequence token.
 
         ``prompts``: a str (one prompt: the result is a list of one), a list of str, or a list of token-id
         lists (ints in [0, vocab)). Everything is checked before any request starts; if generation fails, every

@@ -162,6 +162,8 @@ def gdn_recurrent(
     state: [S, HV, V, K] fp32, K contiguous. slots: [B] int32 (-1 = padding row, skipped, outputs
     zero). cu_seqlens: [B+1] int32 token offsets of each request's window. scale (a Python float)
     defaults to K**-0.5.
+    q and k are raw: the op L2-normalises them per head itself (fla's ``use_qk_l2norm_in_kernel=True``), and
+    computes the gate ``-exp(A_log) * softplus(a + dt_bias)`` and ``beta = sigmoid(b)`` from the raw a and b.
 
     Mutates ``state[slots]`` (unless ``update_state=False``) and, when given, ``snapshots``
     [B, T_max, HV, V, K] fp32 (state after each token of row i's window, indexed by row, not slot).

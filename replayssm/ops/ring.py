@@ -107,6 +107,7 @@ class RingCursors:
 
     @classmethod
     def allocate(cls, num_slots: int, *, L: int, window: int, device=None) -> RingCursors:
+        """Cursors of ``num_slots`` empty slots for rings of ``L`` records and windows of up to ``window`` tokens."""
         check_ring_geometry(L, window)
         if not isinstance(num_slots, int) or isinstance(num_slots, bool) or num_slots < 1:
             raise ValueError(f"num_slots must be a positive int, got {num_slots!r}")
@@ -199,14 +200,17 @@ class Ring:
 
     @property
     def L(self) -> int:
+        """Records per slot (the ring length; ``ring_len`` in the configs)."""
         return self.cursors.L
 
     @property
     def window(self) -> int:
+        """The most tokens one verify window may hold (T)."""
         return self.cursors.window
 
     @property
     def num_slots(self) -> int:
+        """Slots the ring has records for (the checkpoint's S)."""
         return self.k.shape[0]
 
     @property

@@ -163,6 +163,8 @@ def gdn_replay_verify(
     [HV]. checkpoint: [S, HV, V, K] fp32. ring: this layer's ``Ring`` (its cursors are read, not
     moved). slots: [B] int32, -1 = padding (skipped, outputs zero). cu_seqlens: [B+1] int32, every
     window 1..ring.window tokens. scale (a Python float) defaults to K**-0.5.
+    q and k are raw: the op L2-normalises them per head itself (fla's ``use_qk_l2norm_in_kernel=True``), and
+    computes the gate ``-exp(A_log) * softplus(a + dt_bias)`` and ``beta = sigmoid(b)`` from the raw a and b.
 
     Mutates: ``checkpoint[slot]`` of rows whose ring says flush (exact fold of their history, once per
     step: a retry before ``ring_commit`` does not fold again) and their fold markers; the ring records

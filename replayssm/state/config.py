@@ -26,8 +26,10 @@ class PoolConfig:
     snapshot scratch and both backends' conv scratch. ``conv_channels`` defaults to the q/k/v width
     (``GDNShape.conv_channels``).
     ``validate`` turns on the host-side checks of slot ids and the step protocol (they read slot ids back
-    to the host; engines that capture CUDA graphs turn them off). Every field is checked on construction;
-    errors name the field (``PoolConfig.ring_len``, ...).
+    to the host; engines that capture CUDA graphs turn them off). ``device`` defaults to "cpu", where the ops run
+    their PyTorch references: pass "cuda" for the Triton kernels (``LLM`` and ``RunnerConfig`` pick the GPU
+    themselves). Every field is checked on construction; errors name the field (``PoolConfig.ring_len``, ...).
+    The ops name the ring length ``L`` (``Ring.allocate(..., L=...)``, the glossary's "ring, L").
     """
 
     num_slots: int
@@ -67,7 +69,8 @@ class PoolConfig:
             object.__setattr__(self, "ring_len", ring_length_for(self.window))
         _positive_int("ring_len", self.ring_len, "or None")
         if self.ring_len & (self.ring_len - 1) or self.ring_len < 2 * self.window:
-            raise ValueError(f"PoolConfig.ring_len={self.ring_len} must be a power of two >= 2 * window = "
+            why = "is not a power of two" if self.ring_len & (self.ring_len - 1) else "is below 2 * window"
+            raise ValueError(f"PoolConfig.ring_len={self.ring_len} {why}: it must be a power of two >= 2 * window = "
                              f"{2 * self.window} (leave it None to derive it from the window)")  # fmt: skip
         if self.dtype not in ACT_DTYPES:
             raise TypeError(f"PoolConfig.dtype must be one of {_names(ACT_DTYPES)} (the activation dtype), "
@@ -77,9 +80,13 @@ class PoolConfig:
         if not isinstance(self.device, (str, torch.device)):
             raise TypeError(f"PoolConfig.device must be a str or torch.device, got {type(self.device).__name__}")
         try:
-            torch.device(self.device)
+            dev = torch.device(self.device)
         except (RuntimeError, ValueError) as e:
             raise ValueError(f"PoolConfig.device {self.device!r} is not a device: {e}") from None
+        if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+            have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            raise ValueError(f"PoolConfig.device {self.device!r}: this machine has {have} CUDA devices "
+                             "(the default is 'cpu', where the ops run their PyTorch references)")  # fmt: skip
         if not isinstance(self.validate, bool):
             raise TypeError(f"PoolConfig.validate must be a bool, got {self.validate!r}")
         if self.impl not in IMPLS:
@@ -87,14 +94,17 @@ class PoolConfig:
 
     @property
     def shape(self) -> GDNShape:
+        """The head geometry (H, HV, K, V) as a ``GDNShape``."""
         return GDNShape(self.H, self.HV, self.K, self.V)
 
     @property
     def channels(self) -> int:
+        """The conv's channels: ``conv_channels``, or the q/k/v width ``H*K + H*K + HV*V``."""
         return self.conv_channels if self.conv_channels is not None else self.shape.conv_channels
 
     @property
     def batch_rows(self) -> int:
+        """The most rows one step may name: ``max_batch``, or ``num_slots``."""
         return self.max_batch if self.max_batch is not None else self.num_slots
 
 

@@ -111,8 +111,8 @@ class SlotTracker:
     def check_idle(self, ids: list[int], what: str, *, allow_torn: bool = False) -> None:
         busy = [s for s in ids if self.step is not None and s in self.step.rows and s >= 0]
         if busy:
-            raise SlotError(f"{what}: slots {busy} have a verified step that is not committed yet; commit() or "
-                            "abort() it first")  # fmt: skip
+            raise SlotError(f"{what}: slots {busy} are in a step that is not committed yet (begun by a conv_update, "
+                            "verify or decode since the last commit); commit() or abort() it first")  # fmt: skip
         self.check_not_torn(ids, what, allow_torn=allow_torn)
 
     def check_not_torn(self, ids: list[int], what: str, *, allow_torn: bool = False) -> None:

@@ -62,8 +62,14 @@ class LockstepPool:
     """A ``GDNStateBackend`` over several pools: ``primary`` answers, ``shadow`` mirrors every state change.
 
     ``extra`` shadows (e.g. the experimental open-loop pool of the drift study) are fed the same way. The pools
-    must be distinct objects that accept the same calls (``_lockstep_fields``: slots, layers, head shape, window,
-    dtype, conv geometry, batch rows, validation, ``impl``, device); anything else is refused here, before any call.
+    must be distinct objects that accept the same calls (slots, layers, head shape, window, dtype, conv geometry,
+    batch rows, validation, ``impl`` and device equal; backend, ring length and ``u_dtype`` may differ); anything
+    else is refused here, before any call.
+
+    Every method is the ``GDNStatePool`` method of the same name (docs/state.md), run on every pool, the primary
+    first, with the same arguments: what it returns is the primary's (``alloc``, ``restore`` and ``fork`` check
+    that every pool handed out the same slots; ``offload`` returns one ``ParkedSlots`` per pool, which ``restore``
+    takes back as they are). Reads (``committed_state``, ``memory_report``) are the primary's.
     """
 
     def __init__(self, primary: GDNStateBackend, shadow: GDNStateBackend, *extra: GDNStateBackend):
@@ -91,6 +97,7 @@ class LockstepPool:
 
     @property
     def num_free(self) -> int:
+        """Free slots (the same in every pool)."""
         return self.primary.num_free
 
     def _same_slots(self, slots: torch.Tensor, others: list[torch.Tensor], what: str) -> torch.Tensor:
@@ -134,10 +141,12 @@ class LockstepPool:
         return self._partial[1]
 
     def alloc(self, n: int) -> torch.Tensor:
+        """``n`` fresh slots in every pool (the same ids)."""
         slots, *others = self._each("alloc", n)
         return self._same_slots(slots, others, "handed out")
 
     def free(self, slots: torch.Tensor) -> None:
+        """Free ``slots`` in every pool."""
         self._each("free", slots)
 
     def check_write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor):
@@ -147,16 +156,19 @@ class LockstepPool:
             p.check_write_prefill(layer, slots, state, conv_state)
 
     def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
+        """A prompt's final state and conv state into fresh ``slots`` of every pool (checked on all first)."""
         key = ("_write_prefill", (layer, slots, state, conv_state), {}, None)
         if not self._resumed(key):  # (an interrupted write_prefill: the pools that wrote would pass the checks too)
             self.check_write_prefill(layer, slots, state, conv_state)  # every pool, before any of them writes
         self._each("_write_prefill", layer, slots, state, conv_state)  # (checked: each pool's reads once)
 
     def conv_update(self, layer: int, x: torch.Tensor, **kw) -> torch.Tensor:
+        """Every pool's causal conv over the window; returns the primary's output."""
         return self._each("conv_update", layer, x, **kw)[0]
 
     @property
     def verifies(self) -> bool:
+        """Whether every pool takes ``verify`` (a recurrent pool of window 1 only decodes)."""
         return all(p.verifies for p in self._all)
 
     def _check_interpretable(self, q) -> None:
@@ -167,16 +179,19 @@ class LockstepPool:
             check_interpretable(q=q)
 
     def verify(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:
+        """Every pool's verify of the same inputs; returns the primary's output."""
         if not self.verifies:  # before the primary verifies: a recurrent pool of window 1 takes no verify
             raise ValueError("a pool of this lockstep pair has window=1 and keeps no snapshots: it can only decode()")
         self._check_interpretable(q)
         return self._each("verify", layer, q, k, v, a, b, **kw)[0]
 
     def decode(self, layer: int, q, k, v, a, b, **kw) -> torch.Tensor:
+        """Every pool's plain decode of the same inputs; returns the primary's output."""
         self._check_interpretable(q)
         return self._each("decode", layer, q, k, v, a, b, **kw)[0]
 
     def commit(self, slots: torch.Tensor, num_accepted: torch.Tensor) -> None:
+        """Commit the step in every pool (an interrupted one is finished by the same call again)."""
         self._each("commit", slots, num_accepted)
 
     def abort(self, slots: torch.Tensor) -> list[int]:
@@ -205,6 +220,7 @@ class LockstepPool:
             raise
 
     def committed_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
+        """The primary's committed state of ``slots`` at ``layer``."""
         return self.primary.committed_state(layer, slots)
 
     def step_in_flight(self) -> bool | None:
@@ -214,9 +230,11 @@ class LockstepPool:
         return None if None in answers else any(answers)
 
     def committed_conv_state(self, layer: int, slots: torch.Tensor) -> torch.Tensor:
+        """The primary's committed conv state of ``slots`` at ``layer``."""
         return self.primary.committed_conv_state(layer, slots)
 
     def flush(self, slots: torch.Tensor) -> None:
+        """Fold ``slots``' ring history into their checkpoints now, in every pool."""
         self._each("flush", slots)
 
     def offload(self, slots: torch.Tensor) -> tuple[ParkedSlots, ...]:
@@ -224,6 +242,7 @@ class LockstepPool:
         return tuple(self._each("offload", slots))
 
     def check_restore(self, parked: tuple[ParkedSlots, ...], room: bool = True) -> None:
+        """Raise what ``restore(parked)`` would, before anything is allocated in any pool."""
         if not isinstance(parked, tuple) or len(parked) != len(self._all):
             raise TypeError(f"parked must be a tuple of {len(self._all)} ParkedSlots (one per lockstep pool, from "
                             f"offload), got {type(parked).__name__}")  # fmt: skip
@@ -231,12 +250,14 @@ class LockstepPool:
             p.check_restore(one, room)
 
     def restore(self, parked: tuple[ParkedSlots, ...]) -> torch.Tensor:
+        """``offload``'s tuple back into new slots (the same ids in every pool)."""
         if not self._resumed(("restore", (), {}, parked)):
             self.check_restore(parked)  # every pool refuses before any of them allocates
         slots, *others = self._each("restore", parts=parked)
         return self._same_slots(slots, others, "restored into")
 
     def fork(self, slots: torch.Tensor) -> torch.Tensor:
+        """New slots holding copies of ``slots``' committed states, in every pool."""
         new, *others = self._each("fork", slots)
         return self._same_slots(new, others, "forked into")
 
@@ -245,7 +266,8 @@ class LockstepPool:
         return self.primary.memory_report()
 
     def states_equal(self, slots: torch.Tensor) -> bool:
-        """Committed GDN and conv states of ``slots`` are bitwise equal in both pools, at every layer."""
+        """Committed GDN and conv states of ``slots`` are bitwise equal in the primary and the shadow, at every
+        layer (``extra`` shadows are not compared: the drift study's open-loop pool differs by design)."""
         return all(
             torch.equal(self.primary.committed_state(i, slots), self.shadow.committed_state(i, slots))
             and torch.equal(self.primary.committed_conv_state(i, slots), self.shadow.committed_conv_state(i, slots))

@@ -81,6 +81,7 @@ class GDNStatePool:
 
     @property
     def num_free(self) -> int:
+        """Slots ``alloc`` can still hand out."""
         return self.tracker.num_free
 
     @property
@@ -169,7 +170,13 @@ class GDNStatePool:
 
     def verify(self, layer: int, q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, *, A_log: Tensor,
                dt_bias: Tensor, slots: Tensor, cu_seqlens: Tensor, scale: float | None = None) -> Tensor:  # fmt: skip
-        """Speculative verify of one layer over windows of 1..window tokens; returns o [N, HV, V]."""
+        """Speculative verify of one layer over windows of 1..window tokens; returns o [N, HV, V] in v's dtype.
+
+        q, k: [N, H, K] raw (L2-normalised per head inside, fla's ``use_qk_l2norm_in_kernel=True``); v: [N, HV,
+        V]; a, b: [N, HV] raw gate and beta inputs (the op applies ``A_log``, ``dt_bias``, softplus and sigmoid);
+        all in ``PoolConfig.dtype`` on the pool's device. A_log, dt_bias: [HV]. slots: [B] int32 (-1 padding),
+        cu_seqlens: [B+1] int32 window offsets. scale: None for K**-0.5. The ops' docstrings
+        (``ops.gdn_replay_verify``, ``ops.gdn_recurrent``) say the rest."""
         return self._window(layer, "verify", q, k, v, a, b, A_log, dt_bias, slots, cu_seqlens, scale)
 
     def decode(self, layer: int, q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, *, A_log: Tensor,
@@ -232,9 +239,9 @@ class GDNStatePool:
         padding included), after every layer ran ``conv_update`` and ``verify``/``decode``. Any other commit
         (another order, a subset, after a second batch started) is refused with ``SlotError`` before anything
         is written, as is a second batch while a step is in flight. With ``PoolConfig.validate`` off (CUDA
-        graphs) nothing is checked: the caller guarantees it. A replay pool may then fold ahead (``_folds_ahead``):
-        the rows the commit flags fold now, in every layer (checkpoints, fold markers and their cursors move; the
-        committed state does not).
+        graphs) nothing is checked: the caller guarantees it. A replay pool may fold ahead where it pays (a small
+        batch of 2-4-token windows on a GPU, ``ops.fold_ahead_pays``): the rows the commit flags fold now, in every
+        layer (checkpoints, fold markers and their cursors move; the committed state does not).
 
         A commit that raises after it began writing (a failed launch, an interrupt) leaves the step in flight:
         ``commit`` again with the same ``num_accepted`` finishes it exactly as one call would have, ``abort`` rolls

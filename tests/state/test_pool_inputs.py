@@ -107,3 +107,26 @@ def test_max_batch_bounds_a_step_s_rows_not_the_calls_outside_a_step():
     assert p.num_free == 4
     with pytest.raises(SlotError):
         p.free(forked)
+
+
+def test_a_slot_in_a_step_begun_by_conv_update_alone_is_named_so():
+    """The message said "a verified step" where only conv_update had run (a fresh-eyes API trial)."""
+    p = pools.pool("replay")
+    p.alloc(1)
+    w = Weights(p.cfg, 3)
+    pools.conv(p, w, 0, [0], inputs(p.cfg, [2], torch.Generator().manual_seed(3)))
+    with pytest.raises(SlotError, match=r"slots \[0\] are in a step that is not committed yet \(begun by a conv_upd"):
+        p.committed_state(0, slots([0]))
+
+
+@pytest.mark.parametrize(("ring_len", "why"), [(6, "is not a power of two"), (4, "is below 2 \\* window")])
+def test_a_bad_ring_len_says_which_rule_it_breaks(ring_len, why):
+    with pytest.raises(ValueError, match=f"ring_len={ring_len} {why}: it must be a power of two >= 2 \\* window = 6"):
+        pools.pool("replay", ring_len=ring_len)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a CUDA device")
+def test_a_cuda_pool_on_a_machine_without_one_is_a_config_error():
+    """torch's bare "AssertionError: Torch not compiled with CUDA enabled" came from allocating the buffers."""
+    with pytest.raises(ValueError, match="PoolConfig.device 'cuda': this machine has 0 CUDA devices"):
+        pools.pool("replay", device="cuda")
