@@ -6,12 +6,20 @@ is imported; conftest.py is imported first, so it is set here.
 CPU work in the tests is many tiny tensor operations; torch's intra-op threads only add barrier
 waits there, and on a shared machine those waits explode (one reference verify took 275 ms with two
 threads, 4.5 ms with one). The suite therefore runs torch single-threaded on the CPU.
+
+Hypothesis draws the same examples on every run (``derandomize``): a failure in CI reproduces on a laptop, and a
+green run means the same thing twice. ``HYPOTHESIS_PROFILE=explore`` draws fresh ones, for hunting.
 """
 
 import os
 
 import pytest
 import torch
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
@@ -26,6 +34,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test starts from the same global RNG state, so what a test draws without a generator of its own does
+    not depend on which tests ran before it (a -k subset, another order)."""
+    torch.manual_seed(0)
 
 
 @pytest.fixture

@@ -121,12 +121,19 @@ def causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch
         raise ValueError(f"split must be three positive int widths summing to C={x.shape[1]}, got {split!r}")
     if use_triton(impl, x):
         return conv_update_triton(x, conv_state, weight, bias, slots, cu_seqlens, scratch, split)
-    y = causal_conv1d_update_reference(x, conv_state, weight, bias, slots, cu_seqlens, scratch)
+    y = _update_reference(x, conv_state, weight, bias, slots, cu_seqlens, scratch)
     return y if split is None else tuple(t.contiguous() for t in y.split(list(split), dim=1))
 
 
-def causal_conv1d_update_reference(x, conv_state, weight, bias, slots, cu_seqlens, scratch):
-    """PyTorch reference of ``causal_conv1d_update`` (same arguments; plain tensor ops, graph-capturable)."""
+def causal_conv1d_update_reference(x, conv_state, weight, bias, slots, cu_seqlens, scratch, *,
+                                   split: tuple[int, int, int] | None = None, validate: bool = True):  # fmt: skip
+    """``causal_conv1d_update`` with ``impl="reference"``: the PyTorch twin of its kernel, behind the same checks."""
+    return causal_conv1d_update(x, conv_state, weight, bias, slots, cu_seqlens, scratch, impl="reference",
+                                split=split, validate=validate)  # fmt: skip
+
+
+def _update_reference(x, conv_state, weight, bias, slots, cu_seqlens, scratch):
+    """The PyTorch twin of the conv update kernel (arguments already checked; plain tensor ops, graph-capturable)."""
     N, C = x.shape
     W = weight.shape[1]
     B = slots.shape[0]
@@ -187,12 +194,18 @@ def conv_commit(conv_state, scratch, slots, num_accepted, *, impl: str = "auto",
     if use_triton(impl, conv_state) and rows_contiguous:
         conv_commit_triton(conv_state, scratch, slots, num_accepted)
     else:
-        conv_commit_reference(conv_state, scratch, slots, num_accepted)
+        _commit_reference(conv_state, scratch, slots, num_accepted)
 
 
-def conv_commit_reference(conv_state, scratch, slots, num_accepted):
-    """PyTorch reference of ``conv_commit`` for [NL, S, W-1, C] states and [NL, >=B, W-1+T_max, C] scratch: one
-    gather and one scatter (graph-capturable). A padding row's count is not read (it gathers at 1, then is skipped)."""
+def conv_commit_reference(conv_state, scratch, slots, num_accepted, *, validate: bool = True):
+    """``conv_commit`` with ``impl="reference"``: the PyTorch twin of its kernel, behind the same checks."""
+    conv_commit(conv_state, scratch, slots, num_accepted, impl="reference", validate=validate)
+
+
+def _commit_reference(conv_state, scratch, slots, num_accepted):
+    """The PyTorch twin of the conv commit kernel for [NL, S, W-1, C] states and [NL, >=B, W-1+T_max, C] scratch
+    (arguments already checked): one gather and one scatter (graph-capturable). A padding row's count is not read
+    (it gathers at 1, then is skipped)."""
     NL, _, Wm1, C = conv_state.shape
     B = slots.shape[0]
     n = torch.where(slots >= 0, num_accepted, 1).long()

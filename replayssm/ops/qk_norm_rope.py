@@ -111,9 +111,16 @@ def qk_norm_rope(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor, sin: 
     return y
 
 
-def qk_norm_rope_kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: float):
-    """PyTorch reference of ``qk_norm_rope_kv`` (same signature): the two ``qk_norm_rope`` calls, then the cache
-    writes."""
+def qk_norm_rope_kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: float,
+                              validate: bool = True):  # fmt: skip
+    """``qk_norm_rope_kv`` with ``impl="reference"``: the PyTorch twin of its kernel, behind the same checks."""
+    return qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, eps=eps, impl="reference",
+                           validate=validate)  # fmt: skip
+
+
+def _kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: float):
+    """The PyTorch twin of the fused kernel (arguments already checked): the two ``qk_norm_rope`` calls, then the
+    cache writes."""
     y = qk_norm_rope_reference(q, wq, cos, sin, eps=eps)
     k_cache.index_copy_(0, index, qk_norm_rope_reference(k, wk, cos, sin, eps=eps))
     v_cache.index_copy_(0, index, v)
@@ -155,7 +162,7 @@ def qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: 
         if not bool(((index >= 0) & (index < rows)).all()):
             raise ValueError(f"index holds positions outside [0, {rows}) (the cache's rows): {index.tolist()[:16]}")
     if not use_triton(impl, q):
-        return qk_norm_rope_kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, eps=eps)
+        return _kv_reference(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, eps=eps)
     y = torch.empty(N, nH, hd, dtype=q.dtype, device=q.device)
     if N:
         _qk_norm_rope_kv_kernel[(N, nH + nKV)](q, k, v, wq, wk, cos, sin, y, k_cache, v_cache, index, nH, nKV,

@@ -15,6 +15,7 @@ M122 = ["memory", "--model", "qwen3.5-122b-a10b"]
 GEN = ["generate", "--model", TINY, "--prompt", "x"]
 KCPU = ["bench", "kernels", "--device", "cpu", "--peers", "none"]
 FILE = TINY + "/config.json"  # an existing file, never written by these cases
+ASSETS = str(TINY_MODEL.parent)  # a folder of the repository that holds no config.json (only tiny/)
 
 # (argv, the flag the message must name, a phrase the message must hold)
 CASES = [
@@ -63,7 +64,7 @@ CASES = [
     (["drift", "--device", "tpu"], "--device", "cpu, cuda or cuda:N"),
     (["generate", "--model", TINY + "/config.json", "--prompt", "x"], "--model", f"--model {TINY}"),
     (["generate", "--model", "/no/such/folder", "--prompt", "x"], "--model", "no such folder"),
-    (GEN[:2] + ["/tmp", "--prompt", "x"], "--model /tmp", "no config.json"),
+    (GEN[:2] + [ASSETS, "--prompt", "x"], f"--model {ASSETS}", "no config.json"),
     (GEN + ["--max-len", "64", "--prompt", "y" * 5000], "--max-len 64", "the prompt is 5000 tokens"),
     (GEN + ["--max-new-tokens", "60", "--max-len", "64"], "--max-len 64", "raise --max-len"),
     (GEN + ["--prompt", ""], "--prompt", "must not be empty"),

@@ -104,20 +104,22 @@ def test_a_failed_step_advances_no_iteration(model):
         eng = Engine(ModelRunner(model, RunnerConfig(max_slots=2, max_len=128, window=4)),
                      drafter=_OutOfVocab() if fail else _Echo())  # fmt: skip
         eng.add(_prompt(8, 4), 12)
-        late = eng.add(_prompt(5, 5), 12, arrival=3)
-        its = []
+        eng.add(_prompt(5, 5), 12, arrival=3)
+        its, failures = [], 0
         while True:
             try:
                 more = eng.step()
             except ValueError as e:
                 assert "outside the vocabulary" in str(e)
+                failures += 1
                 continue
             its.append(eng.iteration)
             if not more:
-                return [r.generated for r in eng.requests], late, its
+                return [r.generated for r in eng.requests], failures, its
 
-    ref, _, its_ref = run(False)
-    got, _, its = run(True)
+    ref, none, its_ref = run(False)
+    got, failures, its = run(True)
+    assert none == 0 and failures == 1  # the failure this test is about did happen
     assert got == ref and its == its_ref
 
 

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.peers import sglang_root  # noqa: F401  (test_peer_graphs.py)
+
 _HERE = Path(__file__).parent
 
 

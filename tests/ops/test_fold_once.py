@@ -123,3 +123,32 @@ def test_a_ring_on_cursors_of_another_slot_count_cannot_be_built():
         Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, other_len)
     with pytest.raises(TypeError, match="Ring.cursors must be RingCursors"):
         Ring(ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded, ring.cursors.write_pos)
+
+
+def test_the_in_place_fold_kernel_writes_the_committed_state_and_its_reference_markers():
+    """``gdn_exact_fold`` without ``out`` (what ``GDNStatePool.flush`` runs) had no CPU test: its kernel's in-place
+    store could have written anything (a test-quality audit). Its checkpoint rows are bitwise the ``out=`` path's
+    committed states (the same kernel), close to the reference fold's, and its fold markers and cursors are the
+    reference's exactly; the slots it does not name keep their checkpoint."""
+    from tests.helpers.chain import Chain
+
+    c = Chain(4, 1, 2, 16, 16, T=2, L=8, dtype=torch.float32, device="cpu", impl="triton", seed=3)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        lens = torch.randint(1, 3, (4,), generator=g).tolist()
+        c.verify([0, 1, 2, 3], lens)
+        c.commit([int(torch.randint(1, n + 1, (1,), generator=g)) for n in lens])
+    slots = slot_tensor([2, -1, 0])
+    want = c.committed_replay([2, 0])  # the out= path, tested against the reference elsewhere
+    got = {}
+    for impl in ("triton", "reference"):
+        checkpoint, ring = c.checkpoint.clone(), c.ring.clone()
+        gdn_exact_fold(checkpoint, ring, slots, impl=impl)
+        got[impl] = checkpoint, ring
+    (ck, ring), (ck_ref, ring_ref) = got["triton"], got["reference"]
+    assert torch.equal(ck[[2, 0]], want) and not torch.equal(ck[[2, 0]], c.checkpoint[[2, 0]])
+    assert torch.equal(ck[[1, 3]], c.checkpoint[[1, 3]])
+    assert rel_err(ck, ck_ref) < 1e-5
+    assert torch.equal(ring.folded, ring_ref.folded)
+    for name in ("write_pos", "base", "flush", "pending", "epoch"):
+        assert torch.equal(getattr(ring.cursors, name), getattr(ring_ref.cursors, name)), name

@@ -57,13 +57,13 @@ def test_a_conv_input_that_overlaps_the_scratch_is_refused_before_anything_is_wr
 def test_the_pool_s_conv_update_runs_the_impl_its_config_names(impl, monkeypatch):
     monkeypatch.setenv("REPLAYSSM_IMPL", "reference" if impl == "triton" else "triton")  # the other one
     ran = []
-    for name in ("conv_update_triton", "causal_conv1d_update_reference"):
+    for name in ("conv_update_triton", "_update_reference"):
         real = getattr(conv_module, name)
         monkeypatch.setattr(conv_module, name, lambda *a, _r=real, _n=name, **kw: ran.append(_n) or _r(*a, **kw))
     p = pools.pool("replay", impl=impl)
     p.alloc(2)
     pools.conv(p, Weights(p.cfg, 3), 0, [0, 1], inputs(p.cfg, [1, 2], torch.Generator().manual_seed(3)))
-    assert ran == ["conv_update_triton" if impl == "triton" else "causal_conv1d_update_reference"]
+    assert ran == ["conv_update_triton" if impl == "triton" else "_update_reference"]
 
 
 def test_conv_errors_name_the_argument_at_fault():

@@ -1,5 +1,6 @@
 """On the GPU: every peer step captures into a CUDA graph and replays exactly like eager calls, and the
-kernel bench runs end to end with both releases at a small geometry (``pytest -m gpu tests/bench/peers``)."""
+kernel bench runs end to end with both releases at a small geometry (``pytest -m gpu tests/gpu/test_peer_graphs.py``;
+the kernel files as tests/helpers/peers.py finds them)."""
 
 import pytest
 import torch
