@@ -14,7 +14,7 @@ open-loop fold (``bench.openloop``). Two measurements:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -134,7 +134,7 @@ VARIANTS = ("recurrent", "exact", "open_loop")
 
 def run_drift(model, prompts: list[list[int]], cfg: DriftConfig, progress=None) -> dict:
     """``progress(phase, n)``: ``n`` more tokens generated in ``phase`` (4 phases of ``cfg.tokens`` per prompt)."""
-    out = {"config": repr(cfg), "teacher_forced": [], "free_running": []}
+    out = {"config": asdict(cfg), "teacher_forced": [], "free_running": []}
     for i, p in enumerate(prompts):
         tick = (lambda phase: lambda n: progress(phase, n)) if progress else (lambda phase: None)
         out["teacher_forced"].append(teacher_forced(model, p, cfg, tick(f"prompt {i}: teacher-forced")))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -288,7 +288,7 @@ def run_e2e(cfg: E2EConfig, out_dir, tag: str = "e2e") -> dict:
             pool.append(torch.randint(0, mc.vocab_size, (cfg.prompt_len,), generator=g).tolist())
         return pool[:n]
 
-    payload = {"env": env, "config": repr(cfg), "model": {"preset": cfg.preset, "layers": mc.num_layers,
+    payload = {"env": env, "config": asdict(cfg), "model": {"preset": cfg.preset, "layers": mc.num_layers,
                "experts": mc.num_experts}, "weights_bytes": sum(p.numel() * p.element_size() for p in
                model.parameters()), "bandwidth": machine["bandwidth"], "gemm_rate": machine["gemm_rate"],
                "rows": []}  # fmt: skip

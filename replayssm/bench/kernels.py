@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -73,6 +73,10 @@ class KernelBenchConfig:
         """(T, L, B) of every point, skipping rings shorter than 2T."""
         return [(T, L, B) for T in self.windows for L in self.rings if L >= 2 * T for B in self.batches]
 
+    def dropped(self) -> list[tuple[int, int]]:
+        """(T, L) pairs of the windows and rings asked for that ``grid`` skips: a ring holds at least 2T records."""
+        return [(T, L) for T in self.windows for L in self.rings if L < 2 * T]
+
 
 def load_peers(cfg: KernelBenchConfig) -> dict:
     """{version: kernels} of the selected releases (raises PeerKernelsMissing with a one-line message)."""
@@ -101,7 +105,12 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
     print(header(env) + " | sglang " + (", ".join(peers) or "none"), flush=True)
     print(f"copy bandwidth (read + write): {bw / 1e12:.3f} TB/s | {len(grid)} points, geometry {cfg.geo}, "
           f"{str(cfg.dtype).removeprefix('torch.')}", flush=True)  # fmt: skip
-    payload = {"env": env, "bandwidth": bw, "config": repr(cfg), "impls": impls, "points": [], "skipped": []}
+    payload = {"env": env, "bandwidth": bw, "config": asdict(cfg), "impls": impls, "points": [], "skipped": [],
+               "dropped": [{"T": T, "L": L} for T, L in cfg.dropped()]}  # fmt: skip
+    if cfg.dropped():
+        pairs = ", ".join(f"T={T} L={L}" for T, L in cfg.dropped())
+        print(f"note: not timed: {pairs} (a ring holds at least 2T records; the JSON lists them as dropped)",
+              flush=True)  # fmt: skip
     with progress(len(grid), "kernels", unit="point") as bar:
         for T, L, B in grid:
             if cfg.max_seconds is not None and time.perf_counter() - t_start > cfg.max_seconds:

@@ -94,7 +94,7 @@ def run_e2e(args) -> int:
                          f"{args.draft_vocab}")  # fmt: skip
     if not torch.cuda.is_available():
         raise UsageError("replayssm bench e2e needs a CUDA GPU (none here)")
-    out_dir(args.out)
+    out_dir(args.out, files=(f"{args.tag}.json", f"{args.tag}.png"))
     from ..bench.e2e import E2EConfig, run_e2e
 
     cfg = E2EConfig(preset=preset, layers=args.layers, concurrency=tuple(dict.fromkeys(args.concurrency)),  # once each

@@ -92,8 +92,8 @@ def debug_enabled(argv: list[str]) -> bool:
 def stem(text: str) -> str:
     """An argparse type (``--tag``): a plain file-name stem, the outputs' names without a suffix."""
     if not text or text.startswith(".") or any(c in text for c in "/\\\0"):
-        raise argparse.ArgumentTypeError(f"must be a plain file name stem (not empty, no '/', not starting with "
-                                         f"'.'), e.g. run-1, got {text!r}")  # fmt: skip
+        raise argparse.ArgumentTypeError(f"must be a plain file name stem (not empty, no '/' or '\\', not "
+                                         f"starting with '.'), e.g. run-1, got {text!r}")  # fmt: skip
     return text
 
 
@@ -102,9 +102,11 @@ def _unwritable(flag: str, path, what: str, err: OSError) -> UsageError:
     return UsageError(f"{flag} {path}: cannot write {what} there ({reason}); give a writable {what.split()[-1]}")
 
 
-def out_dir(path, flag: str = "--out"):
+def out_dir(path, flag: str = "--out", files: tuple[str, ...] = ()):
     """Checks before any work that the output folder ``path`` can be created and written: makes it (with its
-    parents) and creates then removes a probe file in it. Returns it as a Path."""
+    parents) and creates then removes a probe file in it; and that each of ``files`` (the names the command will
+    write there, from ``--tag``) can be written: not a folder, a name the file system takes (its length). Returns
+    the folder as a Path."""
     import tempfile
     from pathlib import Path
 
@@ -119,7 +121,28 @@ def out_dir(path, flag: str = "--out"):
             pass
     except OSError as e:
         raise _unwritable(flag, path, "a folder", e) from None
+    for name in files:
+        _probe(folder / name, flag, path)
     return folder
+
+
+def _probe(file, flag: str, folder) -> None:
+    """``file`` (in the checked folder ``folder``) can be written; errors name ``--tag`` for a name the file system
+    refuses, ``flag`` for a folder in the way."""
+    try:
+        if file.is_dir():
+            raise UsageError(f"{flag} {folder}: {file.name} there is a folder, and the command writes a file of that "
+                             "name; give another --out or --tag")  # fmt: skip
+        if file.exists():
+            with file.open("a"):
+                pass
+        else:
+            with file.open("x"):
+                pass
+            file.unlink()
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise UsageError(f"--tag: cannot write {file.name} in {folder} ({reason}); give a shorter plain name") from None
 
 
 def out_file(path, flag: str):
@@ -157,7 +180,7 @@ def report_usage_error(err: UsageError, prog: str) -> int:
 
 
 def _number(kind, text: str, lo, hi, lo_open: bool) -> int | float:
-    name = "an integer" if kind is int else "a number"
+    name = "an integer" if kind is int else "a finite number"
     if lo is not None and hi is not None and not lo_open:
         want = f"{name} from {lo} to {hi}"
     elif lo is not None:
@@ -278,13 +301,25 @@ def model_folder(text: str, flag: str = "--model"):
         raise UsageError(f"{flag} {text}: a file; the model is a folder (config.json, *.safetensors, "
                          f"tokenizer.json): {hint}")  # fmt: skip
     if not path.is_dir():
-        raise UsageError(f"{flag} {text}: no such folder")
+        raise UsageError(f"{flag} {text}: no such folder{_not_a_folder_hint(text)}")
     missing = [n for n, ok in (("config.json", (path / "config.json").is_file()),
                                ("*.safetensors", any(path.glob("*.safetensors")))) if not ok]  # fmt: skip
     if missing:
         raise UsageError(f"{flag} {text}: the folder has no {' and no '.join(missing)} (a Hugging Face model "
                          "folder holds config.json, *.safetensors and tokenizer.json)")  # fmt: skip
     return path
+
+
+def _not_a_folder_hint(text: str) -> str:
+    """What a name that is no folder may have meant: a preset (sizes only, no weights) or a Hugging Face id."""
+    from ..models.presets import PRESETS
+
+    if text.lower() in PRESETS:
+        return (f" ({text} is a preset: shapes without weights, which replayssm memory takes as --model and drift as "
+                f"--model random:{text.lower()}:LAYERS; otherwise give a local model folder)")  # fmt: skip
+    if text.count("/") == 1 and not text.startswith((".", "/", "~")):
+        return " (a Hugging Face id? only local folders are read: download the model first)"
+    return ""
 
 
 def model_files(folder, text: str, flag: str = "--model"):

@@ -70,7 +70,7 @@ def run(args) -> int:
         raise UsageError(f"--every {args.every} must be <= --tokens {args.tokens} (otherwise nothing is checked)")
     spec = _model_spec(args.model)
     dev = device(args.device)
-    out = out_dir(args.out)
+    out = out_dir(args.out, files=(f"{args.tag}.json", f"{args.tag}.png"))
     import torch
 
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
@@ -90,6 +90,11 @@ def run(args) -> int:
         f"teacher-forced (T={args.window}, checks every {args.every}) then free-running per variant",
         flush=True,
     )
+    limit, longest = model.config.max_position_embeddings, max(map(len, prompts)) + args.tokens + args.window
+    if limit is not None and longest > limit:  # a note, not an error: the study compares states, not text
+        print(f"note: prompts + --tokens reach position {longest}, past the model's max_position_embeddings "
+              f"{limit}: the text may degrade there; the states the study compares stay comparable (docs/cli.md)",
+              flush=True)  # fmt: skip
     with progress(len(prompts) * 4 * args.tokens, "drift") as bar:
 
         def tick(phase: str, n: int) -> None:
@@ -133,7 +138,8 @@ def _summary(res: dict) -> int:
         bitwise = all(r["exact_bitwise"] for r in rows)
         ok &= bitwise
         last = rows[-1]
-        print(f"prompt {i}: teacher-forced, {len(rows)} checks up to {last['tokens']} tokens (mean accepted "
+        checks = f"{len(rows)} check{'s' if len(rows) != 1 else ''}"
+        print(f"prompt {i}: teacher-forced, {checks} up to {last['tokens']} tokens (mean accepted "
               f"{last['mean_accepted']:.2f}): exact fold bitwise at every check: {'yes' if bitwise else 'NO'}; "
               f"open-loop rel. error at the end {last['open_loop_rel_err']:.2e}")  # fmt: skip
         base_rep = fr["recurrent"]["repetition"]

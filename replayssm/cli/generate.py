@@ -21,6 +21,8 @@ from .common import (
 )
 from .common import power_of_two as pow2
 
+DEFAULT_MAX_LEN = 2048
+
 
 def add_parser(sub) -> None:
     g = add_command(sub, "generate", "stream text from a model folder with speculative decoding", run)
@@ -39,14 +41,14 @@ def add_parser(sub) -> None:
                    help="ring length L: a power of two >= 2 x --window (default: 16, or the least that fits a "
                         "longer window)")  # fmt: skip
     g.add_argument("--max-new-tokens", type=integer(1), default=128)
-    g.add_argument("--max-len", type=integer(2), default=2048,
+    g.add_argument("--max-len", type=integer(2), default=None,
                    help="KV positions per request: prompt + --max-new-tokens + --window must fit; at most the "
-                        "model's max_position_embeddings")  # fmt: skip
+                        "model's max_position_embeddings (default 2048, or that limit when it is lower)")  # fmt: skip
     g.add_argument(
         "--temperature",
         type=number(0, TEMPERATURE_MAX),
         default=0.0,
-        help="0 = greedy; > 0 samples (at most fp32's largest number)",
+        help="0 (or below 1e-5) = greedy; above samples (at most fp32's largest number)",
     )
     g.add_argument("--seed", type=integer(0, SEED_MAX), default=0)
     g.add_argument("--ignore-eos", action="store_true", help="keep going after the end-of-sequence token")
@@ -72,6 +74,12 @@ def _load(args, dev, folder):
             raise UsageError(f"--model {args.model}: {e}") from e
 
 
+def _check_window_fits(args) -> None:
+    if args.window + 1 > args.max_len:
+        raise UsageError(f"--max-len {args.max_len}: must be greater than --window {args.window} (room for a prompt "
+                         "and a window)")  # fmt: skip
+
+
 def _check_config(args, folder) -> list[int]:
     """Everything checked before the weights load (a large model takes minutes), from config.json, tokenizer.json
     and the safetensors headers (``model_files``, ``mtp_head_problem``): --max-len within the model's
@@ -82,6 +90,9 @@ def _check_config(args, folder) -> list[int]:
 
     cfg = model_files(folder, args.model)
     limit = cfg.max_position_embeddings
+    if args.max_len is None:
+        args.max_len = DEFAULT_MAX_LEN if limit is None else min(DEFAULT_MAX_LEN, limit)
+        _check_window_fits(args)
     if limit is not None and args.max_len > limit:
         raise UsageError(f"--max-len: must be an integer from 2 to {limit} (the model's max_position_embeddings), "
                          f"got {args.max_len}")  # fmt: skip
@@ -116,6 +127,8 @@ def run(args) -> int:
                          "drafter")  # fmt: skip
     if args.window is None:
         args.window = 1 if args.drafter == "none" else 4
+    if args.ring is not None and args.backend == "recurrent":
+        raise UsageError(f"--ring {args.ring}: only the replay backend keeps a ring; drop it with --backend recurrent")
     args.ring = check_ring(args.ring, args.window)
     if args.draft_vocab is not None and args.drafter in ("ngram", "none"):
         raise UsageError(
@@ -137,9 +150,8 @@ def run(args) -> int:
         raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
     if args.draft_vocab is not None and args.window == 1:
         raise UsageError("--draft-vocab: only with the MTP drafter, and --window 1 is plain decoding: drop it")
-    if args.window + 1 > args.max_len:
-        raise UsageError(f"--max-len {args.max_len}: must be greater than --window {args.window} (room for a prompt "
-                         "and a window)")  # fmt: skip
+    if args.max_len is not None:
+        _check_window_fits(args)
     ids = _check_config(args, folder)
     dev = device(args.device)
     if dev.type == "cpu":
@@ -160,7 +172,8 @@ def run(args) -> int:
         "--max-new-tokens")  # fmt: skip
     print(flush=True)
     mean = f"{sum(req.accepted) / len(req.accepted):.2f}" if req.accepted else "- (the prefill gave every token)"
-    print(f"[{len(req.generated)} tokens in {dt:.2f} s ({len(req.generated) / dt:.1f} tokens/s), {req.steps} steps, "
+    steps = f"{req.steps} step{'s' if req.steps != 1 else ''} after the prefill's token"
+    print(f"[{len(req.generated)} tokens in {dt:.2f} s ({len(req.generated) / dt:.1f} tokens/s), {steps}, "
           f"mean accepted {mean} of {llm.runner_config.window}, backend {args.backend}, drafter {llm.drafter}; "
           f"stopped at the {why}]", file=sys.stderr)  # fmt: skip
     return 0

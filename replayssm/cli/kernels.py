@@ -40,7 +40,8 @@ def add_parsers(bench) -> None:
     )
     k.add_argument("--target-ms", type=number(0, lo_open=True), default=40.0,
                    help="length of one timing trial (the median of five trials per step)")  # fmt: skip
-    k.add_argument("--max-seconds", type=number(0, lo_open=True), default=None, help="start no new point after this")
+    k.add_argument("--max-seconds", type=number(0, lo_open=True), default=None,
+                   help="start no new point after this many seconds (default: no limit)")  # fmt: skip
     k.add_argument(
         "--sweep",
         nargs="+",
@@ -58,8 +59,10 @@ def add_parsers(bench) -> None:
     p.add_argument("--download", action="store_true", help="pip download the wheels that are not given")
     p.add_argument("--cache", default=None,
                    help="download folder, searched for wheels even without --download "
-                   "(default $REPLAYSSM_WHEEL_CACHE or ~/.cache/...)")  # fmt: skip
-    p.add_argument("--dest", default=None, help=f"peers folder (default {ROOT_HELP})")
+                   "(default $REPLAYSSM_WHEEL_CACHE or ~/.cache/replayssm/wheels)")  # fmt: skip
+    p.add_argument("--peers-dir", "--dest", dest="dest", default=None,
+                   help=f"the peers folder to extract into, as bench kernels --peers-dir reads it (default "
+                        f"{ROOT_HELP}; --dest is the same flag)")  # fmt: skip
     p.add_argument("--releases", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to extract")
 
 
@@ -81,8 +84,8 @@ def cmd_peers(args) -> int:
         if w.is_dir() and not any(w.glob("sglang-*.whl")):
             raise UsageError(f"--wheels {w}: a folder without SGLang wheels (sglang-<version>-*.whl)")
     if args.dest is not None and not args.dest.strip():
-        raise UsageError("--dest: give a folder, got an empty name")
-    folders = [(f, p) for f, p in (("--dest", args.dest), ("--cache", args.cache if args.download else None)) if p]
+        raise UsageError("--peers-dir: give a folder, got an empty name")
+    folders = [(f, p) for f, p in (("--peers-dir", args.dest), ("--cache", args.cache if args.download else None)) if p]
     made = [q for _, p in folders for q in _missing(p)]  # removed again when the command fails
     try:
         for flag, path in folders:  # writable, checked (and made) before anything is downloaded
@@ -181,7 +184,8 @@ def cmd_kernels(args) -> int:
         peers = load_peers(cfg)
     except PeerKernelsError as e:
         raise UsageError(f"--peers-dir: {e}") from None
-    out_dir(args.out)
+    out_dir(args.out, files=(f"{args.tag}.json", f"{args.tag}.png") + ((f"{args.tag}_sweep.json",) if args.sweep
+                                                                     else ()))  # fmt: skip
     if args.device == "cpu" and args.HV * args.K * args.V > 4 * 32 * 32:  # after every check: a note, not an error
         print(f"replayssm bench kernels: note: --device cpu at --HV {args.HV} --K {args.K} --V {args.V} runs the "
               "Triton interpreter at real widths (hours for the default grid); a smoke run takes tiny ones: "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import UsageError, add_command, check_ring, integer, number, power_of_two
+from .common import UsageError, add_command, check_ring, integer, number, out_file, power_of_two
 
 MAX_CONTEXT = 1 << 24  # tokens: a sanity bound, far above the context length of any published config
 
@@ -23,7 +23,14 @@ def add_parser(sub) -> None:
     m.add_argument("--context", type=integer(0, MAX_CONTEXT), default=0,
                    help=f"also count this many tokens of full-attention KV cache per request (0 to {MAX_CONTEXT}, "
                         "and at most the model's max_position_embeddings when its config.json gives it)")  # fmt: skip
-    m.add_argument("--json", action="store_true", help="print the plan as JSON")
+    m.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="FILE",
+        help="the plan as JSON instead of the table: printed, or written to FILE (as demo --json FILE)",
+    )
 
 
 def load_config(text: str):
@@ -39,6 +46,8 @@ def load_config(text: str):
         from ..tiny import TINY_MODEL
 
         return text, ModelConfig.from_file(Path(TINY_MODEL))
+    if not text.strip():
+        raise UsageError("--model: give a preset, 'tiny' or a model folder, got an empty name")
     path = Path(text).expanduser()
     if path.is_dir() and not (path / "config.json").is_file():
         raise UsageError(f"--model {text}: the folder has no config.json")
@@ -69,5 +78,10 @@ def run(args) -> int:
                          f"one of {', '.join(map(str, ok))}")  # fmt: skip
     plan = plan_memory(cfg, name=name, tp=args.tp, T=args.window, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
                        budget_bytes=max(1, int(args.budget_gib * 2**30)), context=args.context)  # fmt: skip
+    if args.json not in (None, "-"):
+        path = out_file(args.json, "--json")
+        path.write_text(json.dumps(plan, indent=2))
+        print(f"wrote {path}")
+        return 0
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
     return 0

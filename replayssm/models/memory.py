@@ -89,6 +89,7 @@ def format_plan(p: dict) -> str:
     rows.append(("  of it snapshots (recurrent) / ring (replay)", scratch["recurrent"], scratch["replay"]))
     if p["kv_cache"]:
         rows.append(("+ full-attention KV cache per request", p["kv_cache"], p["kv_cache"]))
+        rows.append(("= per request, with the KV cache", p["per_request"]["recurrent"], p["per_request"]["replay"]))
     if "budget" in p:
         f, total = p["requests_fit"], p["scratch_total"]
         rows.append((f"requests that fit in {p['budget']:,} B ({p['budget'] / 2**30:.2f} GiB)", f["recurrent"],

@@ -170,7 +170,9 @@ def test_cli_peers_without_wheels_is_one_line(tmp_path, capsys, monkeypatch):
     from replayssm.cli import main
 
     monkeypatch.setenv("REPLAYSSM_WHEEL_CACHE", str(tmp_path / "cache"))  # an empty cache
-    assert main(["bench", "peers", "--dest", str(tmp_path / "peers")]) == 2  # (a --wheels folder without any: refused)
+    assert (
+        main(["bench", "peers", "--peers-dir", str(tmp_path / "peers")]) == 2
+    )  # (a --wheels folder without any: refused)
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no sglang-0.5.16-*.whl" in err and "--download" in err
     assert str(tmp_path / "cache") in err  # where it also looked
@@ -186,6 +188,6 @@ def test_cli_peers_takes_a_wheel_already_in_the_cache_without_download(tmp_path,
     cache.mkdir()
     (cache / "sglang-0.5.16-py3-none-any.whl").write_text("not a zip")
     monkeypatch.setenv("REPLAYSSM_WHEEL_CACHE", str(cache))
-    assert main(["bench", "peers", "--dest", str(tmp_path / "peers")]) == 2
+    assert main(["bench", "peers", "--peers-dir", str(tmp_path / "peers")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "sglang-0.5.16-py3-none-any.whl is not a wheel" in err
