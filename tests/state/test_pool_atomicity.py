@@ -218,8 +218,11 @@ def test_parked_slots_check_their_tensors(backend):
         (dict(max_batch=0), "PoolConfig.max_batch must be a positive int"),
         (dict(num_slots=True), "PoolConfig.num_slots must be a positive int"),
         (dict(K=16.0), "PoolConfig.K must be a positive int"),
-        (dict(ring_len=12), "PoolConfig.ring_len=12 must be a power of two"),
-        (dict(window=5, ring_len=8), "PoolConfig.ring_len=8 must be a power of two >= 2 \\* window = 10"),
+        (dict(ring_len=12), "PoolConfig.ring_len=12 is not a power of two: it must be a power of two"),
+        (
+            dict(window=5, ring_len=8),
+            "PoolConfig.ring_len=8 is below 2 \\* window: it must be a power of two >= 2 \\* window = 10",
+        ),
         (dict(device="gpu0"), "PoolConfig.device 'gpu0' is not a device"),
         (dict(validate="yes"), "PoolConfig.validate must be a bool"),
         (dict(impl="fast"), "PoolConfig.impl must be one of"),
