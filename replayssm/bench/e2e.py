@@ -76,11 +76,8 @@ class E2EConfig:
                 check_ring_geometry(self.ring_len, self.window)
             except ValueError as e:
                 raise ValueError(f"{own}.ring_len: {e}") from None
-
-    @property
-    def ring_length(self) -> int:
-        """The speculative modes' ring length L (``ring_len``, or derived from the window)."""
-        return ring_length_for(self.window) if self.ring_len is None else self.ring_len
+        else:  # derived, as RunnerConfig does: the speculative modes' L
+            object.__setattr__(self, "ring_len", ring_length_for(self.window))
 
 
 def _free():
@@ -245,7 +242,7 @@ def measure(model, mode, C, cfg, prompts, machine, **kw) -> dict:
     if failed is not None:  # freed only here: inside ``except`` the traceback still holds the failed runner
         _free()
         return failed
-    sb = step_bytes(machine["model_bytes"], model.config, mode, C, row["T"], row["context"], ring_len=cfg.ring_length,
+    sb = step_bytes(machine["model_bytes"], model.config, mode, C, row["T"], row["context"], ring_len=cfg.ring_len,
                     mean_accepted=1.0 if mode == "plain" else cfg.mean_accepted)  # fmt: skip
     row["bytes"] = sb.as_dict()
     row["byte_floor_ms"] = sb.total / machine["bandwidth"] * 1e3

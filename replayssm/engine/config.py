@@ -84,11 +84,6 @@ class RunnerConfig:
         if self.draft_head not in ("auto", "model", "fp8"):
             raise ValueError(f"draft_head must be 'auto', 'model' or 'fp8', got {self.draft_head!r}")
 
-    @property
-    def ring_length(self) -> int:
-        """The ring length L of the replay pool (``ring_len``, resolved)."""
-        return self.ring_len
-
 
 @dataclass(frozen=True)
 class ParkedRequest:
@@ -132,7 +127,7 @@ def pool_config(model: HybridLM, cfg: RunnerConfig) -> PoolConfig:
     shape = mc.gdn_shape
     return PoolConfig(
         num_slots=cfg.max_slots, num_layers=len(mc.gdn_layers), H=shape.H, HV=shape.HV, K=shape.K, V=shape.V,
-        window=cfg.window, ring_len=cfg.ring_length, backend=cfg.backend, dtype=p.dtype,
+        window=cfg.window, ring_len=cfg.ring_len, backend=cfg.backend, dtype=p.dtype,
         conv_kernel=mc.conv_kernel, max_batch=padded(cfg.max_slots), device=p.device,
         validate=cfg.validate and not uses_graphs(model, cfg),
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""GDN kernels and their PyTorch references (torch and triton only).
+"""GDN kernels and their PyTorch references (torch and triton; NumPy only in the CPU interpreter's shim).
 
 Every public op dispatches on ``impl``: "auto" (Triton for CUDA tensors, the reference for CPU
 tensors, or Triton on CPU when ``REPLAYSSM_IMPL=triton`` with ``TRITON_INTERPRET=1``), "triton",

@@ -113,7 +113,8 @@ class LockstepPool:
 
         A call that fails part-way through the pools (an interrupt, a failed launch) leaves the ones that finished
         it noted: the same call again (same method, equal arguments) runs it on the others only and returns what one
-        call would have; any other call is refused until then, ``abort`` included (the pools are apart)."""
+        call would have; any other call is refused until then, but ``abort``, which drops an interrupted call of the
+        step (``conv_update``, ``verify``, ``decode``) or marks the rows of an interrupted ``commit`` lost."""
         key = (method, args, kw, parts)
         done = self._resumed(key)
         out = list(done)

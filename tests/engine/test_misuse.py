@@ -247,8 +247,8 @@ def test_window_and_ring_errors_name_the_argument(tiny_model_dir):
                         (dict(max_slots=0), "max_slots=0"), (dict(backend="fast"), "backend='fast'")):  # fmt: skip
         with pytest.raises(ValueError, match=message):
             LLM(tiny_model_dir, drafter="ngram", **kw)
-    assert RunnerConfig(window=4, ring_len=8).ring_length == 8
-    assert RunnerConfig(window=17).ring_length == 64
+    assert RunnerConfig(window=4, ring_len=8).ring_len == 8
+    assert RunnerConfig(window=17).ring_len == 64
 
 
 def test_eos_token_id_takes_one_id_several_or_a_tensor(tiny_model_dir):
