@@ -108,3 +108,43 @@ def test_overlapped_steps_equal_step_by_step_in_graphs():
         runs = [serve(o, window, BenchmarkAcceptance(2.5, 4, seed=1, meaningless_outputs=True) if window > 1 else None)
                 for o in (False, True)]  # fmt: skip
         assert runs[0] == runs[1] and runs[1][1], window
+
+
+def test_a_short_shared_kv_cache_preempts_and_resumes_with_graphs_and_overlap():
+    """The engine's KV budget with CUDA graphs and overlapped steps (MTP drafts inside the step): requests
+    preempted for pages resume with the tokens each gets alone, and the committed state of the replay pool stays
+    the recurrent shadow's at every step."""
+    from replayssm.models.loader import load_model
+    from replayssm.tiny import TINY_MODEL
+
+    model = load_model(TINY_MODEL, device="cuda", mtp=True)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(3, 256, (20 + 4 * i,), generator=g).tolist() for i in range(4)]
+
+    def run(**kw):
+        rc = RunnerConfig(backend="replay", max_len=256, window=4, device_drafter="mtp", **kw)
+        runner = ModelRunner(model, rc)
+        offloads = []
+        real = runner.offload
+        runner.offload = lambda slot: offloads.append(slot) or real(slot)
+        eng = Engine(runner, drafter="mtp")
+        reqs = [eng.add(p, 60, arrival=i) for i, p in enumerate(prompts)]
+        equal = True
+        while eng.step():
+            if kw.get("shadow_backend"):
+                eng.drain()  # committed, nothing in flight: the two pools can be compared
+                live = [r.slot for r in reqs if r.slot is not None]
+                equal &= not live or eng.runner.states_equal(live)
+        return [r.generated for r in reqs], offloads, equal, runner.use_graphs
+
+    want = []  # each prompt alone in a roomy runner (fp32: greedy tokens do not depend on the batch, as the demo's)
+    for p in prompts:
+        runner = ModelRunner(model, RunnerConfig(backend="replay", max_slots=1, max_len=256, window=4,
+                                                 device_drafter="mtp"))  # fmt: skip
+        eng = Engine(runner, drafter="mtp")
+        r = eng.add(p, 60)
+        eng.run()
+        want.append(r.generated)
+    got, offloads, equal, graphs = run(max_slots=4, kv_tokens=256, page_size=16, shadow_backend="recurrent")
+    assert graphs and offloads, "the cache was meant to run short"
+    assert got == want and equal
