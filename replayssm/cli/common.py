@@ -126,6 +126,18 @@ def out_dir(path, flag: str = "--out", files: tuple[str, ...] = ()):
     return folder
 
 
+def _touch(file) -> None:
+    """Raises OSError where ``file`` cannot be written: an existing file is opened for appending (unchanged), a new
+    one is created and removed again."""
+    if file.exists():
+        with file.open("a"):
+            pass
+    else:
+        with file.open("x"):
+            pass
+        file.unlink()
+
+
 def _probe(file, flag: str, folder) -> None:
     """``file`` (in the checked folder ``folder``) can be written; errors name ``--tag`` for a name the file system
     refuses, ``flag`` for a folder in the way."""
@@ -133,13 +145,7 @@ def _probe(file, flag: str, folder) -> None:
         if file.is_dir():
             raise UsageError(f"{flag} {folder}: {file.name} there is a folder, and the command writes a file of that "
                              "name; give another --out or --tag")  # fmt: skip
-        if file.exists():
-            with file.open("a"):
-                pass
-        else:
-            with file.open("x"):
-                pass
-            file.unlink()
+        _touch(file)
     except OSError as e:
         reason = e.strerror or type(e).__name__
         raise UsageError(f"--tag: cannot write {file.name} in {folder} ({reason}); give a shorter plain name") from None
@@ -158,13 +164,7 @@ def out_file(path, flag: str):
         raise UsageError(f"{flag} {path}: a folder; give a file name (e.g. {Path(path) / 'results.json'})")
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        if file.exists():
-            with file.open("a"):
-                pass
-        else:
-            with file.open("x"):
-                pass
-            file.unlink()
+        _touch(file)
     except OSError as e:
         blocker = next((p for p in file.parents if p.exists() and not p.is_dir()), None)
         if blocker is not None:  # (mkdir says "File exists" about it)
