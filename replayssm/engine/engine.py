@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from .accept import Greedy, Prescribed, Sampling, sample_inverse_cdf
-from .admission import KVBudget, pick, why_stuck
+from .admission import KVBudget, evict, pick, put_back, why_stuck
 from .checks import check_positive_int, check_seed, check_temperature, is_int
 from .drafter import check_host_drafter
 from .graphs import PendingStep
@@ -110,7 +110,7 @@ class Engine:
             raise ValueError(f"the prompt of {len(prompt)} tokens + the runner's window {self.runner.cfg.window} "
                              f"(its prefill reserves a whole window) exceed the runner's max_len "
                              f"{self.runner.cfg.max_len}")  # fmt: skip
-        self.kv_budget.check_fits_alone(max(need, len(prompt) + self.runner.cfg.window))
+        self.kv_budget.check_fits_alone(self.kv_budget.lifetime(len(prompt), max_new_tokens))
         r = Request(len(self.requests), list(prompt), max_new_tokens, arrival)
         self.requests.append(r)
         return r
@@ -146,8 +146,7 @@ class Engine:
         prefill), first come first served while free slots and pages take them (``engine/admission.py``)."""
         parked = [r for r in self.requests if r.auto_resume and r.parked is not None and not r.done]
         arrived = [r for r in self.requests if self._waiting(r) and r.arrival <= self.iteration]
-        running = [r.slot for r in self.running]
-        taken = pick(self.kv_budget, parked + arrived, running, self.runner.num_free)
+        taken = pick(self.kv_budget, parked + arrived, self.running, self.runner.num_free)
         for r in taken:
             if r.parked is not None:
                 r.slot, r.parked, r.auto_resume = self.runner.restore(r.parked), None, False
@@ -213,7 +212,7 @@ class Engine:
             self._steps.append((nxt, batch))
             return nxt
         self.drain()
-        batch = self._make_room(self.running)
+        batch, evicted = evict(self, self.running)
         if not batch:
             why = why_stuck(self)
             if why:
@@ -222,19 +221,18 @@ class Engine:
             if later:  # nothing runs until the next arrival: skip the idle iterations
                 self.iteration = min(later)
             return None
-        launched = self._launch(batch, chain=False)
+        mark = self.runner.kv.mark() if evicted else None
+        try:
+            launched = self._launch(batch, chain=False)
+        except BaseException as e:  # the requests preempted for it come back as they were
+            if evicted:
+                try:
+                    put_back(self, evicted, mark)
+                except Exception as again:  # (they stay parked, and resume by themselves)
+                    e.add_note(f"the requests preempted for this step stay parked: putting them back failed: {again!r}")
+            raise
         self._steps.append((launched, batch))
         return launched
-
-    def _make_room(self, batch: list[Request]) -> list[Request]:
-        """``batch`` less its newest requests, preempted to the CPU until the rest's step has its KV pages (a
-        shared cache only; one request always fits: ``add`` checked it)."""
-        while len(batch) > 1 and self.kv_budget.short([r.slot for r in batch]) > 0:
-            r = max(batch, key=lambda q: q.id)
-            r.parked, r.auto_resume = self.runner.offload(r.slot), True
-            r.slot = None
-            batch = [q for q in batch if q is not r]
-        return batch
 
     def drain(self) -> None:
         """Wait for the steps in flight, if any, and emit their tokens (``step`` with ``overlap`` leaves one)."""

@@ -75,6 +75,31 @@ class KVCache:
         ``num_pages``."""
         return len(self._free) if self.dynamic else self.num_pages
 
+    def pages_held(self, slot: int) -> int:
+        """Pages ``slot`` holds (dynamic; a static slot holds its ``max_len``: ``pages_per_slot``)."""
+        return len(self._pages[slot]) if self.dynamic else self.pages_per_slot
+
+    def mark(self) -> tuple | None:
+        """The page bookkeeping now, for ``give_back`` (None for a static cache: nothing to give back)."""
+        return ([len(p) for p in self._pages], list(self._free)) if self.dynamic else None
+
+    def give_back(self, mark: tuple | None) -> None:
+        """Give back every page reserved since ``mark`` (a step that reserved pages and then failed), so that the
+        free pages, their order and every slot's table are as they were then; pages released since (a slot freed
+        meanwhile) stay free, handed out first."""
+        if mark is None:
+            return
+        counts, free = mark
+        cells = [s * self.pages_per_slot + i for s, n in enumerate(counts) for i in range(n, len(self._pages[s]))]
+        for s, n in enumerate(counts):
+            del self._pages[s][n:]
+        held = {p for pages in self._pages for p in pages}
+        was_free = set(free)
+        released = [p for p in self._free if p not in was_free and p not in held]
+        self._free = [p for p in free if p not in held] + released
+        if cells:
+            self.block_table.view(-1)[self._ids(cells)] = self.num_pages
+
     def pages_needed(self, slots: list[int], lengths: list[int]) -> int:
         """The pages ``reserve(slots, lengths)`` would take from the free ones (0 for a static cache); lengths
         past ``max_len`` count as ``max_len``. Host bookkeeping only."""

@@ -208,3 +208,74 @@ def test_pages_held_outside_the_engine_are_named_when_nothing_can_run(model):
     runner.free(held)
     eng.run()
     assert r.generated == _alone(model, _prompt(40, 44), 10)
+
+
+def test_a_request_whose_last_steps_need_less_than_two_windows_is_admitted(model):
+    """A diff review: a 58-token prompt with max_new_tokens=1 fits the 4-page cache (58 + 1 + 4 <= 64), but
+    admission charged it two windows ahead (66 positions) and the engine said it could not make progress."""
+    eng = Engine(_paged(model, 64), drafter="ngram")
+    r = eng.add(_prompt(58, 50), 1)
+    eng.run()
+    assert r.generated == _alone(model, _prompt(58, 50), 1)
+
+
+class _Scripted:
+    """Prescribed acceptance: a batch's first row accepts 1 token a step, a lone row or a second row the whole
+    window (so the second request runs ahead, is preempted near its end and must resume in the full cache)."""
+
+    def __new__(cls):
+        from replayssm.engine.spec import BenchmarkAcceptance
+
+        class Scripted(BenchmarkAcceptance):
+            def draw(self, n):
+                return [4] if n == 1 else [1, 4][:n]
+
+        return Scripted(4, 4, meaningless_outputs=True)
+
+
+def test_a_request_preempted_near_its_end_resumes_in_a_cache_it_exactly_fills(model):
+    """A diff review: resuming charged two windows past its tokens (38 positions), more than the 37-page cache that
+    the request's whole life fits; it was never resumed."""
+    runner = ModelRunner(model, RunnerConfig(max_slots=2, max_len=128, window=4, kv_tokens=37, page_size=1))
+    offloads = _counting_offloads(runner)
+    eng = Engine(runner, benchmark_acceptance=_Scripted(), overlap=False)
+    a = eng.add(_prompt(1, 51), 20, arrival=2)
+    b = eng.add(_prompt(10, 52), 23)  # 10 + 23 + 4 = 37 positions: its whole life fills the cache
+    eng.run(max_iterations=200)
+    assert offloads and a.done and b.done and len(b.generated) == 23 and b.error is None
+
+
+def test_a_step_that_fails_after_preempting_for_pages_puts_everything_back(model):
+    """A diff review: the requests preempted to make room stayed parked when the step then failed (slots, pages and
+    parked states differed from before the call). Now the pages the failed step reserved are given back and the
+    preempted requests restored into their slots and pages; a retry gives the tokens each gets alone."""
+    jobs = [(_prompt(20, 3), 40), (_prompt(20, 4), 40)]
+    runner = _paged(model, 96)
+    eng = Engine(runner, drafter="ngram")
+    reqs = [eng.add(p, n) for p, n in jobs]
+    offloads = _counting_offloads(runner)
+    launch, failed = runner.launch, []
+
+    def failing(*a, **kw):
+        if offloads and not failed:
+            failed.append(True)
+            raise RuntimeError("injected launch failure")
+        return launch(*a, **kw)
+
+    runner.launch = failing
+
+    def books():
+        kv = runner.kv
+        return (eng.iteration, [(r.slot, r.parked is None, r.auto_resume, len(r.generated)) for r in reqs],
+                [list(p) for p in kv._pages], list(kv._free), kv.block_table.clone(), runner.num_free)  # fmt: skip
+
+    while True:
+        before = books()
+        try:
+            if not eng.step():
+                break
+        except RuntimeError as e:
+            assert "injected" in str(e)
+            after = books()
+            assert before[:4] == after[:4] and torch.equal(before[4], after[4]) and before[5] == after[5]
+    assert failed and [r.generated for r in reqs] == [_alone(model, p, n) for p, n in jobs]
