@@ -8,6 +8,9 @@ from .kernels import add_parsers as add_kernel_parsers
 PEAK_DEFAULTS = {"capacity_context": 1024, "peak_steps": 8}  # flags only --peak reads (E2EConfig's defaults)
 
 
+MAX_TOKENS = 1 << 20  # --prompt-len, --capacity-context: a sanity bound (Qwen3.5 takes 262,144 positions)
+
+
 def add_parser(sub) -> None:
     bench = sub.add_parser(
         "bench",
@@ -26,7 +29,7 @@ def add_parser(sub) -> None:
     e.add_argument("--layers", type=integer(1), default=None, help="keep only the first N layers (default: all)")
     e.add_argument("--concurrency", type=integer(1, 8192), nargs="+", default=[1, 8, 32, 64, 128],
                    help="requests decoding at once, one row each")  # fmt: skip
-    e.add_argument("--prompt-len", type=integer(1), default=128, help="prompt tokens per request")
+    e.add_argument("--prompt-len", type=integer(1, MAX_TOKENS), default=128, help="prompt tokens per request")
     e.add_argument("--steps", type=integer(1), default=12, help="timed engine iterations per mode")
     e.add_argument("--window", type=integer(2, 64), default=4, help="window length T (>= 2)")
     e.add_argument("--mean-accepted", type=number(1), default=3.0,
@@ -34,7 +37,7 @@ def add_parser(sub) -> None:
     e.add_argument("--ring", type=power_of_two(2), default=None,
                    help="ring length L: a power of two >= 2 x --window (default: 16, or the least that fits a "
                         "longer window)")  # fmt: skip
-    e.add_argument("--capacity-context", type=integer(1), default=None,
+    e.add_argument("--capacity-context", type=integer(1, MAX_TOKENS), default=None,
                    help=f"--peak: KV tokens per request (default {PEAK_DEFAULTS['capacity_context']})")  # fmt: skip
     e.add_argument("--capacity-budget-gib", type=number(0, lo_open=True), default=None,
                    help="--peak: the memory budget (default: free memory after the weights - 4 GiB)")  # fmt: skip

@@ -63,6 +63,8 @@ CASES = [
     (["memory", "--model", ""], "--model", "got an empty name"),
     ([*KERNELS, "--windows", "2", "--target-ms", "inf"], "--target-ms", "a finite number > 0"),
     ([*KERNELS, "--windows", "2", "--tag", "x\\y"], "--tag", "no '/' or '\\'"),
+    (["bench", "e2e", "--prompt-len", "99999999"], "--prompt-len", "from 1 to 1048576"),
+    (["bench", "e2e", "--peak", "--capacity-context", "99999999"], "--capacity-context", "from 1 to 1048576"),
 ]  # fmt: skip
 
 
