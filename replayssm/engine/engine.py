@@ -31,7 +31,8 @@ class Engine:
     a host drafter (``engine.drafter.HostDrafter``).
     ``overlap``: launch each step of an unchanged batch before reading the previous one back, where the next
     window needs nothing from the host (no host drafter, greedy or the benchmark's acceptance; ``self.overlap``
-    says whether it applies; docs/engine.md).
+    says whether it applies; docs/engine.md). ``self.drafter`` is the host drafter, or None where there is none:
+    plain decoding, or the runner's device drafter (``self.on_device``; ``LLM.drafter`` names it "mtp").
 
     Failures: a request whose prefill fails is given up (``error`` set, its slot freed); a batch step that fails
     is aborted (no request moves; requests whose state it destroyed, a recurrent backend's in-place decode
