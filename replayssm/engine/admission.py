@@ -4,12 +4,12 @@ step's pages do not fit.
 
 The policy (docs/engine.md, "a shared KV cache"):
 
-- ``Engine.add`` refuses a request that could not fit in the whole cache alone (``request_pages``), so one running
-  request always fits once the others give way.
+- ``Engine.add`` refuses a request that could not fit in the whole cache alone (``KVBudget.check_fits_alone``), so
+  one running request always fits once the others give way.
 - Admission is first come, first served: requests the engine preempted for room resume first (oldest first), then
   new ones in arrival order; it stops at the first that does not fit, so a long request is not passed over for
   ever. A request fits when its slot is free and its pages, with those the running requests need for their next
-  two steps (``headroom_lengths``), are free.
+  two steps (``KVBudget.room``), are free.
 - Before a step, if its pages are short, the newest running requests are preempted to the CPU (their state moves,
   exactly as ``Engine.preempt``) until the rest fit (``evict``); they resume by themselves when room comes back, and
   continue with identical tokens; if the step then fails, they are put back as they were (``put_back``).
