@@ -154,11 +154,15 @@ def _probe(file, flag: str, folder) -> None:
 def out_file(path, flag: str):
     """Checks before any work that the output file ``path`` can be written: not a folder, its folder created
     (with parents) and writable; an existing file is opened for appending (unchanged), a new one is created and
-    removed again. Returns it as a Path."""
+    removed again. Returns it as a Path. ``-`` is refused: a command that can print its JSON to standard output
+    (``memory --json -``) handles it before calling this."""
     from pathlib import Path
 
     if not str(path).strip():
         raise UsageError(f"{flag}: give a file name, got an empty one")
+    if str(path) == "-":
+        raise UsageError(f"{flag} -: this command writes its JSON to a file (it prints its report to standard "
+                         "output); give a file name")  # fmt: skip
     file = Path(path).expanduser()
     if file.is_dir():
         raise UsageError(f"{flag} {path}: a folder; give a file name (e.g. {Path(path) / 'results.json'})")

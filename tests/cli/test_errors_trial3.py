@@ -65,6 +65,7 @@ CASES = [
     ([*KERNELS, "--windows", "2", "--tag", "x\\y"], "--tag", "no '/' or '\\'"),
     (["bench", "e2e", "--prompt-len", "99999999"], "--prompt-len", "from 1 to 1048576"),
     (["bench", "e2e", "--peak", "--capacity-context", "99999999"], "--capacity-context", "from 1 to 1048576"),
+    (["demo", "--json", "-"], "--json -", "give a file name"),  # (it wrote a file named "-")
 ]  # fmt: skip
 
 
