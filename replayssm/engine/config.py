@@ -102,6 +102,10 @@ class ParkedRequest:
             raise TypeError(f"parked must be a ParkedRequest (from offload), got {type(self).__name__}")
         if (drafter is None) != (self.drafter is None):
             raise ValueError("parked with a different drafter setup than this runner's (device_drafter)")
+        for part in self.gdn if isinstance(self.gdn, tuple) else (self.gdn,):
+            n = getattr(part, "num_slots", None)  # (not a ParkedSlots: pool.check_restore below names it)
+            if n is not None and n != 1:
+                raise ValueError(f"parked GDN state of {n} slots: a ParkedRequest holds one request's (one slot)")
         kv.check_parked(self.kv, 1)
         if drafter is not None:
             drafter.check_parked(self.drafter, 1)

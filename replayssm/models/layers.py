@@ -103,9 +103,9 @@ class Experts(nn.Module):
         """x [N, D]; expert_ids [N, k]. Returns each (token, slot)'s expert output [N, k, D]. Device-only
         routing (``ops.moe_route``): capturable in a CUDA graph."""
         N, k = expert_ids.shape
-        pair_rows, offsets, order = moe_route(expert_ids, self.num_experts)
-        gate_up = moe_gemm(x, self.gate_up_proj, pair_rows, offsets, num_pairs=N * k)  # [P, 2I], expert order
-        y = moe_gemm(silu_mul(gate_up), self.down_proj, None, offsets, num_pairs=N * k)  # [P, D]
+        pair_rows, offsets, order = moe_route(expert_ids, self.num_experts, validate=False)  # (topk's ids)
+        gate_up = moe_gemm(x, self.gate_up_proj, pair_rows, offsets, num_pairs=N * k, validate=False)  # [P, 2I]
+        y = moe_gemm(silu_mul(gate_up), self.down_proj, None, offsets, num_pairs=N * k, validate=False)  # [P, D]
         return torch.empty_like(y).index_copy_(0, order, y).view(N, k, -1)
 
 

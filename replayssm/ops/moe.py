@@ -15,13 +15,23 @@ import triton.language as tl
 
 from ._common import use_triton
 from ._interpreter import INTERPRETER
-from ._validate import ACT_DTYPES, check_tensor
+from ._validate import ACT_DTYPES, check_count, check_flags, check_tensor, values_checkable
 
 
-def moe_route(expert_ids: torch.Tensor, num_experts: int):
+def moe_route(expert_ids: torch.Tensor, num_experts: int, *, validate: bool = True):
     """expert_ids [N, k] (each token's top-k experts) -> (pair_rows [N*k] int32: the token of every pair in
     expert order, offsets [E+1] int32: expert e's pairs are [offsets[e], offsets[e+1]), order [N*k] int64: the
-    flat (token, slot) index of every sorted pair). Stable: ties keep token order."""
+    flat (token, slot) index of every sorted pair). Stable: ties keep token order.
+
+    ``validate`` (default) reads the ids back and refuses one outside [0, num_experts) (such a pair would fall
+    outside every expert's range and be dropped); skipped while a CUDA graph is captured."""
+    check_count("num_experts", num_experts, 1)
+    check_tensor("expert_ids", expert_ids, ndim=2, dtypes=(torch.int32, torch.int64), contiguous=False)
+    check_flags(validate=validate)
+    if validate and expert_ids.numel() and values_checkable(expert_ids):
+        lo, hi = int(expert_ids.min()), int(expert_ids.max())
+        if lo < 0 or hi >= num_experts:
+            raise ValueError(f"expert_ids must lie in [0, {num_experts}) (num_experts), got values from {lo} to {hi}")
     N, k = expert_ids.shape
     flat = expert_ids.reshape(-1)
     order = torch.argsort(flat, stable=True)
@@ -58,7 +68,9 @@ def _moe_gemm_kernel(x, w, rows, offsets, out, Nout, K, sx, IDENTITY: tl.constex
                  mask=mm[:, None] & cm[None, :])  # fmt: skip
 
 
-def _check(x, weight, pair_rows, offsets):
+def _check(x, weight, pair_rows, offsets, num_pairs, validate):
+    num_pairs = check_count("num_pairs", num_pairs, 0)
+    check_flags(validate=validate)
     check_tensor("x", x, ndim=2, dtypes=ACT_DTYPES, contiguous=False)
     if x.stride(1) != 1:
         raise ValueError(f"x must have a unit last stride, got stride {x.stride()}")
@@ -68,13 +80,24 @@ def _check(x, weight, pair_rows, offsets):
         raise ValueError(f"weight [E, Nout, K] must have K = {x.shape[1]}, got {tuple(weight.shape)}")
     check_tensor("offsets", offsets, shape=(E + 1,), dtypes=(torch.int32,), device=x.device)
     if pair_rows is not None:
-        check_tensor("pair_rows", pair_rows, ndim=1, dtypes=(torch.int32,), device=x.device)
-    return E, Nout, K
+        check_tensor("pair_rows", pair_rows, shape=(num_pairs,), dtypes=(torch.int32,), device=x.device)
+    elif x.shape[0] < num_pairs:
+        raise ValueError(f"x has {x.shape[0]} rows; without pair_rows pair p reads row p, so it needs num_pairs="
+                         f"{num_pairs}")  # fmt: skip
+    if validate and values_checkable(offsets):
+        off = offsets.tolist()
+        if off[0] != 0 or off[-1] != num_pairs or any(a > b for a, b in zip(off, off[1:])):
+            raise ValueError(f"offsets must rise from 0 to num_pairs={num_pairs} (moe_route's), got {off}")
+        if pair_rows is not None and num_pairs:
+            lo, hi = int(pair_rows.min()), int(pair_rows.max())
+            if lo < 0 or hi >= x.shape[0]:
+                raise ValueError(f"pair_rows must lie in [0, {x.shape[0]}) (rows of x), got values from {lo} to {hi}")
+    return E, Nout, K, num_pairs
 
 
-def moe_gemm_reference(x, weight, pair_rows, offsets, *, num_pairs: int):
+def moe_gemm_reference(x, weight, pair_rows, offsets, *, num_pairs: int, validate: bool = True):
     """PyTorch reference of ``moe_gemm`` (same signature); reads the offsets back (not graph-capturable)."""
-    E, Nout, _ = _check(x, weight, pair_rows, offsets)
+    E, Nout, _, num_pairs = _check(x, weight, pair_rows, offsets, num_pairs, validate)
     rows = torch.arange(num_pairs, device=x.device) if pair_rows is None else pair_rows.long()
     out = torch.zeros(num_pairs, Nout, dtype=x.dtype, device=x.device)
     off = offsets.tolist()
@@ -86,15 +109,18 @@ def moe_gemm_reference(x, weight, pair_rows, offsets, *, num_pairs: int):
 
 
 def moe_gemm(x: torch.Tensor, weight: torch.Tensor, pair_rows: torch.Tensor | None, offsets: torch.Tensor, *,
-             num_pairs: int, impl: str = "auto"):  # fmt: skip
+             num_pairs: int, validate: bool = True, impl: str = "auto"):  # fmt: skip
     """out[p] = x[pair_rows[p]] @ weight[e].T for every pair p of expert e (offsets[e] <= p < offsets[e+1]).
 
     x: [M, K] (unit last stride); weight: [E, Nout, K] (x's dtype); pair_rows: [num_pairs] int32, or None for
     pair p reading row p of x; offsets: [E+1] int32 from ``moe_route``. Returns [num_pairs, Nout] in x's dtype,
-    accumulated in fp32. Mutates nothing; reads no value back on the kernel path."""
-    E, Nout, K = _check(x, weight, pair_rows, offsets)
+    accumulated in fp32. Mutates nothing. ``validate`` (default) reads ``offsets`` and ``pair_rows`` back and refuses
+    offsets that do not rise from 0 to ``num_pairs`` or rows outside x (the kernel would write past its output or
+    read past x); skipped while a CUDA graph is captured. The MoE layer passes ``validate=False``: its routing comes
+    from ``moe_route`` on the device, and a read-back would stall every eager step."""
+    E, Nout, K, num_pairs = _check(x, weight, pair_rows, offsets, num_pairs, validate)
     if not use_triton(impl, x):
-        return moe_gemm_reference(x, weight, pair_rows, offsets, num_pairs=num_pairs)
+        return moe_gemm_reference(x, weight, pair_rows, offsets, num_pairs=num_pairs, validate=False)
     out = torch.empty(num_pairs, Nout, dtype=x.dtype, device=x.device)
     if num_pairs == 0:
         return out

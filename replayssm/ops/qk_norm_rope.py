@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._validate import ACT_DTYPES, check_eps, check_flags, check_tensor, values_checkable
+from ._validate import ACT_DTYPES, check_eps, check_flags, check_no_overlap, check_tensor, named, values_checkable
 from .norms import rms_norm_reference
 
 
@@ -157,6 +157,8 @@ def qk_norm_rope_kv(q, k, v, wq, wk, cos, sin, k_cache, v_cache, index, *, eps: 
             raise ValueError(f"{name} must be [slots, {nKV}, {hd}], got {tuple(c.shape)}")
     check_tensor("index", index, shape=(N,), dtypes=(torch.int64,), device=q.device)
     r = _check(q, wq, cos, sin)
+    check_no_overlap(named(k_cache=k_cache, v_cache=v_cache),
+                     named(q=q, k=k, v=v, wq=wq, wk=wk, cos=cos, sin=sin, index=index))  # fmt: skip
     if validate and N and values_checkable(index):
         rows = k_cache.shape[0]
         if not bool(((index >= 0) & (index < rows)).all()):

@@ -96,6 +96,8 @@ class GDNStatePool:
             raise TypeError(f"{name} must be a 1-D int32 tensor, got {slots!r:.80}")
         if slots.device != self.device:
             raise ValueError(f"{name} must be on {self.device}, got {slots.device}")
+        if not slots.is_contiguous():  # (the kernels need it; checked here, before any call notes a step or commit)
+            raise ValueError(f"{name} must be contiguous (shape {tuple(slots.shape)}, stride {slots.stride()})")
         if (padding if batch is None else batch) and slots.shape[0] > self.cfg.batch_rows:
             raise ValueError(f"{name} has {slots.shape[0]} rows, more than PoolConfig.max_batch={self.cfg.batch_rows}")
         return self.tracker.check_ids(slots, name, padding) if self.cfg.validate else []

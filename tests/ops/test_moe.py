@@ -59,3 +59,34 @@ def test_sparse_moe_matches_the_expert_loop():
         torch.nn.init.normal_(p, std=0.2)
     x = torch.randn(9, 32)
     assert torch.allclose(m(x), _loop_moe(m, x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_grouped_gemm_refuses_pairs_that_do_not_match_its_routing(impl):
+    """An eighth misuse review: num_pairs=4 for 6 routed pairs made the kernel write 6 rows into a 4-row output
+    (the interpreter once aborted the process), 8 returned uninitialised rows, -1 and True gave bare torch errors."""
+    g = torch.Generator().manual_seed(2)
+    x, w = torch.randn(3, 16, generator=g), torch.randn(4, 16, 16, generator=g)
+    rows, offsets, _ = moe_route(torch.tensor([[0, 3], [1, 3], [2, 0]]), 4)
+    cases = [
+        (dict(num_pairs=4), r"pair_rows must have shape \(4,\)"),
+        (dict(num_pairs=-1), "num_pairs must be an int >= 0, got -1"),
+        (dict(num_pairs=True), "num_pairs must be an int >= 0, got True"),
+        (dict(num_pairs=6, offsets=offsets.flip(0).contiguous()), "offsets must rise from 0 to num_pairs=6"),
+        (dict(num_pairs=6, rows=rows + 5), r"pair_rows must lie in \[0, 3\)"),
+        (dict(num_pairs=8, rows=None), "x has 3 rows; without pair_rows pair p reads row p"),
+    ]
+    for kw, msg in cases:
+        r, off = kw.pop("rows", rows), kw.pop("offsets", offsets)
+        with pytest.raises(ValueError, match=msg):
+            moe_gemm(x, w, r, off, impl=impl, **kw)
+    assert torch.equal(moe_gemm(x, w, rows, offsets, num_pairs=6, impl=impl),
+                       moe_gemm(x, w, rows, offsets, num_pairs=6, impl=impl, validate=False))  # fmt: skip
+
+
+def test_route_refuses_an_expert_id_out_of_range():
+    """An id >= num_experts fell past every expert's range: its pair was silently dropped."""
+    with pytest.raises(ValueError, match=r"expert_ids must lie in \[0, 4\) \(num_experts\), got values from 0 to 4"):
+        moe_route(torch.tensor([[0, 4]]), 4)
+    with pytest.raises(ValueError, match="num_experts must be an int >= 1"):
+        moe_route(torch.tensor([[0, 1]]), 0)
