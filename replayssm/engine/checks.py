@@ -128,10 +128,10 @@ def check_acceptance(B: int, T: int, num_drafts, rule, prescribed, uniforms, tem
     elif prescribed is not None:
         raise ValueError("prescribed is read by the Prescribed rule only")
     if isinstance(rule, Sampling):
+        check_uniforms(uniforms, B, T)  # (first: a missing one is the likelier slip than the temperature)
         if check_temperature(temperature) == 0 or temperature != rule.temperature:
             raise ValueError(f"temperature={temperature!r} must be >= {GREEDY_BELOW} and equal Sampling.temperature "
-                             f"({rule.temperature!r})")  # fmt: skip
-        check_uniforms(uniforms, B, T)
+                             f"({rule.temperature!r}): pass temperature={rule.temperature!r}")  # fmt: skip
     elif uniforms is not None:
         raise ValueError("uniforms are read by the Sampling rule only")
     return nd, (prescribed, uniforms, float(temperature) if isinstance(rule, Sampling) else 1.0)

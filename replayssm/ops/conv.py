@@ -58,12 +58,20 @@ def causal_conv1d_prefill(x, weight, bias, cu_seqlens, initial_state=None):
     """Whole prompts. x: [N, C]; cu_seqlens: [B+1] int32; initial_state: [B, W-1, C] or None (zeros).
 
     Returns (y [N, C] = silu(conv(x)), final_state [B, W-1, C]): the last W-1 inputs of each sequence,
-    in x's dtype. Computed in fp32, rounded to x's dtype once.
+    in x's dtype. Computed in fp32, rounded to x's dtype once. Every sequence holds at least one token and
+    cu_seqlens ends at N (checked: it reads cu_seqlens back anyway).
     """
     _check_conv(x, weight, bias)
     W = weight.shape[1]
+    check_tensor("cu_seqlens", cu_seqlens, ndim=1, dtypes=(torch.int32,), device=x.device)
     B = cu_seqlens.shape[0] - 1
     C = x.shape[1]
+    if B < 1:
+        raise ValueError(f"cu_seqlens must hold B+1 >= 2 offsets, got shape {tuple(cu_seqlens.shape)}")
+    check_cu_seqlens(cu_seqlens, x.shape[0], B, None)
+    if initial_state is not None:
+        check_tensor("initial_state", initial_state, shape=(B, W - 1, C), dtypes=(x.dtype,), device=x.device,
+                     contiguous=False)  # fmt: skip
     if initial_state is None:
         initial_state = x.new_zeros(B, W - 1, C)
     y = torch.empty_like(x)

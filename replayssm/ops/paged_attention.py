@@ -22,7 +22,7 @@ import triton.language as tl
 
 from ._common import use_triton
 from ._interpreter import INTERPRETER
-from ._validate import ACT_DTYPES, check_tensor
+from ._validate import ACT_DTYPES, check_flags, check_scale, check_tensor, values_checkable
 
 TARGET_PROGRAMS = 256  # programs per launch that keep every SM of a large GPU busy
 
@@ -117,7 +117,7 @@ def _combine_kernel(part_o, part_ml, o, gate, s_gn, s_gh, N, NH, SPLITS, HD: tl.
     tl.store(o + (tok * NH + head) * HD + d, out.to(o.dtype.element_ty), mask=dm)
 
 
-def _check(q, k_cache, v_cache, block_table, rows, start, T, gate=None):
+def _check(q, k_cache, v_cache, block_table, rows, start, T, gate, scale, validate):
     check_tensor("q", q, ndim=3, dtypes=ACT_DTYPES)
     N, nH, hd = q.shape
     if gate is not None:
@@ -138,13 +138,34 @@ def _check(q, k_cache, v_cache, block_table, rows, start, T, gate=None):
         raise ValueError(f"T must be an int >= 1 (queries per window), got {T!r}")
     if N != B * T:
         raise ValueError(f"q must hold B*T = {B}*{T} tokens, got {N}")
-    return N, nH, hd, PS, nKV
+    scale = check_scale(scale, hd)
+    check_flags(validate=validate)
+    if validate and B and values_checkable(rows, start, block_table):
+        _check_values(block_table, rows, start, T, P, PS)
+    return N, nH, hd, PS, nKV, scale
 
 
-def paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, *, T: int, scale: float, gate=None):
+def _check_values(block_table, rows, start, T, P, PS) -> None:
+    """The values ``validate`` reads back: rows of the table, committed lengths whose windows fit the table, page
+    ids of the cache's pages wherever a row's keys are read (a kernel would read outside the cache)."""
+    R, max_pages = block_table.shape
+    if not bool(((rows >= 0) & (rows < R)).all()):
+        raise ValueError(f"rows must lie in [0, {R}) (block_table's rows), got {rows.tolist()[:16]}")
+    if not bool(((start >= 0) & (start + T <= max_pages * PS)).all()):
+        raise ValueError(f"start must lie in [0, {max_pages * PS - T}] (the table's {max_pages} pages of {PS} "
+                         f"tokens hold each row's start + T keys), got {start.tolist()[:16]}")  # fmt: skip
+    used = torch.arange(max_pages, device=rows.device)[None, :] < ((start + T + PS - 1) // PS)[:, None]
+    pages = block_table[rows.long()]
+    if not bool(((pages >= 0) & (pages < P) | ~used).all()):
+        raise ValueError(f"block_table holds page ids outside [0, {P}) (k_cache's pages) where these rows' keys "
+                         "are read")  # fmt: skip
+
+
+def paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, *, T: int, scale: float | None, gate=None,
+                              validate: bool = True):  # fmt: skip
     """PyTorch reference of ``paged_attention`` (same signature): dense gather of every page, SDPA with a mask,
     then the gate in fp32."""
-    N, nH, hd, PS, nKV = _check(q, k_cache, v_cache, block_table, rows, start, T, gate)
+    N, nH, hd, PS, nKV, scale = _check(q, k_cache, v_cache, block_table, rows, start, T, gate, scale, validate)
     B, max_pages = rows.shape[0], block_table.shape[1]
     pages = block_table[rows].long()  # [B, max_pages]
     keys = k_cache[pages].reshape(B, max_pages * PS, nKV, hd)
@@ -166,17 +187,21 @@ def num_splits(B: int, nKV: int, max_pages: int) -> int:
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
-                    rows: torch.Tensor, start: torch.Tensor, *, T: int, scale: float, gate: torch.Tensor | None = None,
-                    impl: str = "auto"):  # fmt: skip
+                    rows: torch.Tensor, start: torch.Tensor, *, T: int, scale: float | None,
+                    gate: torch.Tensor | None = None, validate: bool = True, impl: str = "auto"):  # fmt: skip
     """Causal attention of B windows of T queries over their rows' cached keys (see the module docstring).
     ``gate`` [N, nH, hd] (q's dtype, unit last stride, other strides free): the output is multiplied by
     ``sigmoid(gate)`` before its one rounding to q's dtype (Qwen3.5's gated attention output).
 
-    Returns o [B*T, nH, hd] in q's dtype. Mutates nothing. Every value it reads stays on the device, so it
-    can be captured in a CUDA graph; the number of splits depends only on the shapes."""
-    N, nH, hd, PS, nKV = _check(q, k_cache, v_cache, block_table, rows, start, T, gate)
+    Returns o [B*T, nH, hd] in q's dtype. Mutates nothing. The kernel reads no value back, so it can be captured
+    in a CUDA graph; the number of splits depends only on the shapes. ``validate`` (default; skipped while a graph is
+    captured) reads ``rows``, ``start`` and the rows' used page ids back and refuses any outside the table or the
+    cache (the kernel would read outside them); ``KVCache.attend``, whose indices are its own, turns it off.
+    ``scale`` is a finite positive Python number, or None for ``hd ** -0.5``."""
+    N, nH, hd, PS, nKV, scale = _check(q, k_cache, v_cache, block_table, rows, start, T, gate, scale, validate)
     if not use_triton(impl, q):
-        return paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, T=T, scale=scale, gate=gate)
+        return paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, T=T, scale=scale, gate=gate,
+                                         validate=False)  # fmt: skip
     if PS < 16 or PS & (PS - 1):
         raise ValueError(f"the kernel needs a page size that is a power of two >= 16, got {PS}")
     B, max_pages = rows.shape[0], block_table.shape[1]

@@ -24,6 +24,7 @@ counter that every commit, fold-reset and reset advances.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -109,8 +110,9 @@ class RingCursors:
     def allocate(cls, num_slots: int, *, L: int, window: int, device=None) -> RingCursors:
         """Cursors of ``num_slots`` empty slots for rings of ``L`` records and windows of up to ``window`` tokens."""
         check_ring_geometry(L, window)
-        if not isinstance(num_slots, int) or isinstance(num_slots, bool) or num_slots < 1:
+        if not _integral(num_slots) or num_slots < 1:
             raise ValueError(f"num_slots must be a positive int, got {num_slots!r}")
+        num_slots, L, window = int(num_slots), int(L), int(window)
 
         def z():
             return torch.zeros(num_slots, dtype=torch.int32, device=device)
@@ -118,10 +120,15 @@ class RingCursors:
         return cls(z(), z(), z(), z(), z(), L, window)
 
 
+def _integral(x) -> bool:
+    """An integer, a NumPy one too (taken as the Python int it is); a bool is not one."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
 def ring_length_for(window: int, at_least: int = 16) -> int:
     """The ring length a pool uses for windows of ``window`` tokens: the smallest power of two that is
     >= 2 * window and >= ``at_least`` (itself rounded up to a power of two)."""
-    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+    if not _integral(window) or window < 1:
         raise ValueError(f"window must be an int >= 1, got {window!r}")
     L = 2
     while L < max(2 * window, at_least):
@@ -130,9 +137,9 @@ def ring_length_for(window: int, at_least: int = 16) -> int:
 
 
 def check_ring_geometry(L: int, window: int) -> None:
-    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+    if not _integral(window) or window < 1:
         raise ValueError(f"window must be an int >= 1, got {window!r}")
-    if not isinstance(L, int) or isinstance(L, bool) or L < 2 or L & (L - 1):
+    if not _integral(L) or L < 2 or L & (L - 1):
         raise ValueError(f"ring length L must be a power of two >= 2, got {L!r}")
     if L < 2 * window:
         raise ValueError(f"ring length L={L} must be >= 2 * window = {2 * window} (a window of {window} tokens)")
@@ -263,9 +270,10 @@ class Ring:
         raw ``v`` records, ``u_dtype`` (default ``dtype``) that of the update vectors. Records are
         filled with NaN so that reading a never-written record cannot go unnoticed."""
         check_ring_geometry(L, window)
-        for n, x in (("H", H), ("HV", HV), ("K", K), ("V", V)):
-            if not isinstance(x, int) or isinstance(x, bool) or x < 1:
+        for n, x in (("num_slots", num_slots), ("H", H), ("HV", HV), ("K", K), ("V", V)):
+            if not _integral(x) or x < 1:
                 raise ValueError(f"{n} must be a positive int, got {x!r}")
+        num_slots, H, HV, K, V, L, window = (int(x) for x in (num_slots, H, HV, K, V, L, window))
         if HV % H:
             raise ValueError(f"HV={HV} must be a multiple of H={H}")
         if dtype not in ACT_DTYPES:

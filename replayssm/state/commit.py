@@ -106,7 +106,8 @@ def abort(pool, slots: torch.Tensor, ids: list[int]) -> list[int]:
             ]
     elif not replay and pool._kind == "decode":
         torn = [s for s in slots.tolist() if s >= 0]
-    if replay:  # the flushing rows, in every layer; then no row keeps the step's window
+    ran = not cfg.validate or bool(st.ssm) or st.committing is not None  # (no verify ran: nothing to fold)
+    if replay and ran:  # the flushing rows, in every layer; then no row keeps the step's window
         gdn_fold_ahead(pool.checkpoint, pool.ring_layers, slots, validate=False, impl=cfg.impl)
         pool.cursors.pending[slots[slots >= 0].long()] = 0
     pool.tracker.end_step()

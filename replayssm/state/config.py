@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -52,10 +53,10 @@ class PoolConfig:
 
     def __post_init__(self):
         for name in ("num_slots", "num_layers", "H", "HV", "K", "V", "window", "conv_kernel"):
-            _positive_int(name, getattr(self, name))
-        for name in ("conv_channels", "max_batch"):
+            object.__setattr__(self, name, _positive_int(name, getattr(self, name)))
+        for name in ("conv_channels", "max_batch", "ring_len"):
             if getattr(self, name) is not None:
-                _positive_int(name, getattr(self, name), "or None")
+                object.__setattr__(self, name, _positive_int(name, getattr(self, name), "or None"))
         for name in ("K", "V"):
             if err := head_dim_error(f"PoolConfig.{name}", getattr(self, name)):
                 raise ValueError(err)
@@ -108,9 +109,11 @@ class PoolConfig:
         return self.max_batch if self.max_batch is not None else self.num_slots
 
 
-def _positive_int(name: str, val, alt: str = "") -> None:
-    if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+def _positive_int(name: str, val, alt: str = "") -> int:
+    """A positive integer (a NumPy one too, returned as the Python int it is; a bool is not one)."""
+    if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 1:
         raise ValueError(f"PoolConfig.{name} must be a positive int{' ' + alt if alt else ''}, got {val!r}")
+    return int(val)
 
 
 def _names(dtypes) -> str:

@@ -212,9 +212,10 @@ class KVCache:
                scale: float, gate: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """Causal attention of windows of T queries q [B*T, nH, hd] over rows' cached keys (committed past
         ``start`` [B] + the window, written first with ``write``); rows [B] int64; ``gate`` [B*T, nH, hd]: the
-        output gate applied inside (``paged_attention``). Returns [B*T, nH, hd]."""
+        output gate applied inside (``paged_attention``; its values unchecked: the indices are this cache's own).
+        Returns [B*T, nH, hd]."""
         return paged_attention(q.contiguous(), self.k[layer], self.v[layer], self.block_table, rows, start, T=T,
-                               scale=scale, gate=gate)  # fmt: skip
+                               scale=scale, gate=gate, validate=False)  # fmt: skip
 
     def _dense(self, cache: torch.Tensor, slot: int, n: int) -> torch.Tensor:
         pages = self.block_table[slot, : self.pages_for(n)].long()

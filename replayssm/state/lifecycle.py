@@ -12,6 +12,7 @@ is written, and the tracker changes only once the call it records can no longer 
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -60,19 +61,19 @@ class SlotTracker:
         return len(self._free)
 
     def check_alloc(self, n: int) -> None:
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
         if n > len(self._free):
             raise PoolExhaustedError(f"asked for {n} slots, {len(self._free)} of {self.cfg.num_slots} are free")
 
     def peek(self, n: int) -> list[int]:
         """The ids ``alloc(n)`` will hand out (after ``check_alloc(n)``)."""
-        return self._free[::-1][:n]
+        return self._free[::-1][: int(n)]
 
     def alloc(self, n: int) -> list[int]:
         self.check_alloc(n)
         self.ahead_owed = None
-        ids = [self._free.pop() for _ in range(n)]
+        ids = [self._free.pop() for _ in range(int(n))]
         self.live.update(ids)
         return ids
 

@@ -11,6 +11,8 @@ anything is written, when ``PoolConfig.validate`` is on (the default).
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import Tensor
 
@@ -106,9 +108,9 @@ class GDNStatePool:
         check_tensor("cu_seqlens", cu_seqlens, shape=(rows + 1,), dtypes=(torch.int32,), device=self.device)
 
     def _layer(self, layer: int) -> int:
-        if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.cfg.num_layers:
+        if not isinstance(layer, numbers.Integral) or isinstance(layer, bool) or not 0 <= layer < self.cfg.num_layers:
             raise ValueError(f"layer must be an int in [0, {self.cfg.num_layers}), got {layer!r}")
-        return layer
+        return int(layer)
 
     def write_prefill(self, layer: int, slots: torch.Tensor, state: torch.Tensor, conv_state: torch.Tensor) -> None:
         """Set the committed state of ``slots`` after prefill: state [n, HV, V, K] fp32, conv_state

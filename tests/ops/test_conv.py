@@ -126,3 +126,22 @@ def test_commit_refuses_bad_arguments_before_writing(impl):
         assert torch.equal(state, before)
     conv_commit(state, scratch, slots, n, impl=impl)  # the good call still works after the refusals
     assert torch.equal(state[:, 2], scratch[:, 0, 1:W])
+
+
+def test_prefill_refuses_offsets_and_initial_states_that_do_not_fit():
+    """An eighth misuse review: offsets ending before the last token returned the rest as uninitialised memory,
+    decreasing or float offsets and an initial state of the wrong shape gave bare torch errors."""
+    g = torch.Generator().manual_seed(2)
+    C, W = 8, 4
+    x, w, b = torch.randn(6, C, generator=g), torch.randn(C, W, generator=g), torch.randn(C, generator=g)
+    i32 = lambda *v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    for cu, init, err, msg in (
+        (i32(0, 3), None, ValueError, "must start at 0 and end at the token count 6"),
+        (i32(0, 9), None, ValueError, "must start at 0 and end at the token count 6"),
+        (i32(0, 4, 2, 6), None, ValueError, "at least one token"),
+        (torch.tensor([0.0, 6.0]), None, TypeError, "cu_seqlens"),
+        (i32(0), None, ValueError, "B\\+1 >= 2 offsets"),
+        (i32(0, 6), torch.zeros(1, W, C), ValueError, "initial_state must have shape"),
+    ):
+        with pytest.raises(err, match=msg):
+            causal_conv1d_prefill(x, w, b, cu, init)

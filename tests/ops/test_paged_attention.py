@@ -115,3 +115,33 @@ def test_bad_shapes_are_refused():
         paged_attention(q, kv.k[0], kv.v[0], kv.block_table, rows, start, T=3, scale=1.0)
     with pytest.raises(TypeError, match="rows"):
         paged_attention(q, kv.k[0], kv.v[0], kv.block_table, rows.int(), start, T=2, scale=1.0)
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_bad_values_and_scales_are_refused(impl):
+    """An eighth misuse review: a row past the table, a negative start or a page id past the cache read outside
+    the cache on the kernel path (garbage, NaN) and gave bare IndexErrors or other results on the reference's;
+    scale=None crashed the kernel path while the reference took its default."""
+    g = torch.Generator().manual_seed(1)
+    kv = KVCache(1, 2, 32, 2, 16, dtype=torch.float32, device="cpu", page_size=16)
+    q = torch.randn(4, 4, 16, generator=g)
+    rows, start = torch.tensor([0, 1]), torch.tensor([3, 4])
+
+    def call(rows=rows, start=start, table=kv.block_table, **kw):
+        return paged_attention(q, kv.k[0], kv.v[0], table, rows, start, T=2, impl=impl, **{"scale": 0.25, **kw})
+
+    bad_table = kv.block_table.clone()
+    bad_table[1, 0] = kv.k.shape[1]  # one past the cache's pages
+    for kw, err, msg in (
+        (dict(rows=torch.tensor([0, 7])), ValueError, r"rows must lie in \[0, 3\)"),
+        (dict(rows=torch.tensor([0, -1])), ValueError, r"rows must lie in \[0, 3\)"),
+        (dict(start=torch.tensor([3, -5])), ValueError, r"start must lie in \[0, 30\]"),
+        (dict(start=torch.tensor([3, 31])), ValueError, r"start must lie in \[0, 30\]"),
+        (dict(table=bad_table), ValueError, r"block_table holds page ids outside \[0, 5\)"),
+        (dict(scale=torch.tensor(0.25)), TypeError, "scale must be a Python float or None"),
+        (dict(scale=float("nan")), ValueError, "scale must be a finite positive number"),
+    ):
+        with pytest.raises(err, match=msg):
+            call(**kw)
+    assert torch.equal(call(scale=None), call(scale=16**-0.5))
+    assert torch.equal(call(validate=False), call())
