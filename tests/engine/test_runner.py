@@ -105,8 +105,11 @@ def _bad_steps(slots, other):
         (dict(rule=Sampling(0.5), temperature=0.5), "uniforms must be a"),
         (dict(rule=Sampling(0.5), temperature=0.5, uniforms=torch.full((2, 6), 2.0)), r"values in \[0, 1\)"),
         (dict(rule=Sampling(0.5), temperature=0.5, uniforms=torch.ones(2, 6)), r"values in \[0, 1\)"),  # drew V-1
-        (dict(rule=Sampling(0.5), uniforms=torch.rand(2, 6)), "must be >= 1e-05 and equal Sampling.temperature "
-                                                                r"\(0.5\): pass temperature=0.5"),
+        (
+            dict(rule=Sampling(0.5), uniforms=torch.rand(2, 6)),
+            "must be >= 1e-05 and equal Sampling.temperature "
+            r"\(0.5\): pass temperature=0.5",
+        ),
         (dict(rule=Sampling(0.5)), "uniforms must be a"),  # (named the defaulted temperature before: a review)
         (dict(uniforms=torch.rand(2, 6)), "read by the Sampling rule only"),
         (dict(device_drafts=True, tokens=torch.ones(2, 1, dtype=torch.long), num_drafts=None), "device drafter"),

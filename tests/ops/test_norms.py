@@ -114,14 +114,19 @@ def test_qk_norm_rope_kv_is_both_norms_and_the_cache_write(device, dtype):
     kc, vc = kc0.clone(), vc0.clone()
     far = index.clone()
     far[-1] = slots  # past the cache's rows (the kernel wrote outside it)
-    for bad, match in (({"index": index.int()}, "index"), ({"v": v[:, :1]}, "heads"),
-                       ({"k_cache": kc[:, :1]}, "k_cache"), ({"wk": wk[:-1]}, "wk"),
-                       ({"index": far}, r"outside \[0, 40\)"), ({"index": -far}, "outside"),
-                       ({"q": q[0]}, "q must have 3 dimensions"),
-                       ({"eps": 0.0}, "eps must be a finite number > 0"),
-                       ({"validate": "no"}, "validate must be a bool"),
-                       ({"v_cache": kc}, "k_cache must not overlap v_cache|v_cache must not overlap k_cache"),
-                       ({"v": kc[1 : N + 1]}, "must not overlap v in memory")):  # fmt: skip (the last two: a review)
+    for bad, match in (
+        ({"index": index.int()}, "index"),
+        ({"v": v[:, :1]}, "heads"),
+        ({"k_cache": kc[:, :1]}, "k_cache"),
+        ({"wk": wk[:-1]}, "wk"),
+        ({"index": far}, r"outside \[0, 40\)"),
+        ({"index": -far}, "outside"),
+        ({"q": q[0]}, "q must have 3 dimensions"),
+        ({"eps": 0.0}, "eps must be a finite number > 0"),
+        ({"validate": "no"}, "validate must be a bool"),
+        ({"v_cache": kc}, "k_cache must not overlap v_cache|v_cache must not overlap k_cache"),
+        ({"v": kc[1 : N + 1]}, "must not overlap v in memory"),
+    ):  # fmt: skip (the last two: a review)
         kw = dict(q=q, k=k, v=v, wq=wq, wk=wk, cos=cos, sin=sin, k_cache=kc, v_cache=vc, index=index, eps=1e-6) | bad
         for impl in ("reference", "triton"):
             with pytest.raises((ValueError, TypeError), match=match):
