@@ -4,11 +4,13 @@ on both backends, with the accepted length of every prompt."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import torch
 
 from .engine.engine import Engine
 from .engine.runner import ModelRunner, RunnerConfig
+from .models.config import ModelConfig
 from .models.loader import load_model, load_tokenizer
 from .tiny import TINY_MODEL, TINY_PROMPTS, heldout_prompts
 
@@ -50,6 +52,22 @@ def _run(runner: ModelRunner, prompts: list[list[int]], max_new: int, drafter: s
             "per_prompt": [sum(r.accepted) / len(r.accepted) for r in reqs]}  # fmt: skip
 
 
+def check_positions(model_dir, max_new_tokens: int, window: int):
+    """Before any weight loads: the demo's prompts, encoded, and their room in the model's positions (the longest
+    prompt + ``max_new_tokens`` + the window + 1, the bonus token's position, within ``max_position_embeddings``;
+    ``ValueError`` otherwise). Returns (tokenizer, labelled prompts, token ids)."""
+    tokenizer = load_tokenizer(model_dir)
+    labelled = demo_prompts(model_dir)
+    prompts = [tokenizer.encode(text).ids for _, text in labelled]
+    limit = ModelConfig.from_file(Path(model_dir) / "config.json").max_position_embeddings
+    longest = max(map(len, prompts))
+    if limit is not None and longest + max_new_tokens + window + 1 > limit:
+        raise ValueError(f"max_new_tokens={max_new_tokens}: the longest prompt ({longest} tokens) + max_new_tokens + "
+                         f"the window ({window}) + 1 must fit the model's {limit} positions, so at most "
+                         f"{limit - longest - window - 1}")  # fmt: skip
+    return tokenizer, labelled, prompts
+
+
 class ModelDemo:
     """The embedded model (or ``model_dir``) loaded once, its prompts encoded; ``run()`` does every run."""
 
@@ -60,17 +78,9 @@ class ModelDemo:
         replayssm guarantees at any dtype is replay == recurrent, bitwise (the lockstep run)."""
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.dtype = dtype
-        self.model = load_model(model_dir, mtp="auto", dtype=dtype, device=self.device)
-        self.tokenizer = load_tokenizer(model_dir)
-        self.labelled = demo_prompts(model_dir)
-        self.prompts = [self.tokenizer.encode(text).ids for _, text in self.labelled]
+        self.tokenizer, self.labelled, self.prompts = check_positions(model_dir, max_new_tokens, window)
         self.max_new_tokens, self.window = max_new_tokens, window
-        limit = self.model.config.max_position_embeddings
-        longest = max(map(len, self.prompts))
-        if limit is not None and longest + max_new_tokens + window + 1 > limit:
-            raise ValueError(f"max_new_tokens={max_new_tokens}: the longest prompt ({longest} tokens) + max_new_tokens "
-                             f"+ the window ({window}) + 1 must fit the model's {limit} positions, so at most "
-                             f"{limit - longest - window - 1}")  # fmt: skip
+        self.model = load_model(model_dir, mtp="auto", dtype=dtype, device=self.device)
         self.runs = [r for r in RUNS if self.model.mtp is not None or r[2] != "mtp"]
 
     @property
@@ -100,7 +110,7 @@ class ModelDemo:
             res = _run(r, self.prompts, n, drafter, check_lockstep=shadow is not None, progress=progress)
             mem = r.memory_report()
             res.update(same_tokens_as_plain=res["tokens"] == plain["tokens"], lockstep=shadow is not None,
-                       speculative_scratch_bytes=mem["speculative_scratch"] + mem["rings"])  # fmt: skip
+                       speculative_scratch_bytes=mem["snapshots"] + mem["rings"])  # fmt: skip
             name = f"{backend}+{shadow}-lockstep/{drafter}" if shadow else f"{backend}/{drafter}"
             out["runs"][name] = res
             on_run(name, res)

@@ -38,7 +38,7 @@ def test_the_state_pool_example_runs_as_written(impl, monkeypatch, capsys):
     monkeypatch.setenv("REPLAYSSM_IMPL", impl)
     exec(compile(snippet, "docs/state.md", "exec"), {})
     report = ast.literal_eval(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(report) == {"checkpoints", "rings", "speculative_scratch", "conv", "total"}
+    assert set(report) == {"checkpoints", "rings", "snapshots", "conv", "total"}
     assert report["total"] == sum(v for k, v in report.items() if k != "total") > 0
 
 

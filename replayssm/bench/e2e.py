@@ -199,7 +199,7 @@ def run_mode(model, mode: str, C: int, cfg: E2EConfig, prompts, *, context: int 
         "tokens_per_s": tokens / (sum(step_ms) / 1e3), "step_ms_median": statistics.median(step_ms),
         "tpot_ms_median": statistics.median(tpot), "tpot_ms_p90": sorted(tpot)[int(0.9 * (len(tpot) - 1))],
         "mean_accepted": tokens / (C * steps), "peak_gpu_bytes": torch.cuda.max_memory_allocated() if cuda else 0,
-        "speculative_scratch_bytes": mem["speculative_scratch"], "ring_bytes": mem["rings"],
+        "snapshot_bytes": mem["snapshots"], "ring_bytes": mem["rings"],
         "state_bytes": mem["total"], "kv_bytes": runner.kv.nbytes,
     }  # fmt: skip
     if cuda and (cfg.phases if phases is None else phases):

@@ -23,7 +23,9 @@ def add_parser(sub) -> None:
     d = add_command(sub, "demo", "the embedded model decoded plainly and speculatively on both backends", run)
     d.add_argument("--layer", action="store_true", help="instead: simulate one GDN layer with random inputs")
     d.add_argument("--max-new-tokens", type=integer(1, 4096), default=None,
-                   help=f"tokens per prompt (default {MODEL_ONLY['max_new_tokens']}; not with --layer)")  # fmt: skip
+                   help=f"tokens per prompt (default {MODEL_ONLY['max_new_tokens']}; the longest prompt + N + the "
+                        "window + 1 must fit the model's positions: at most 3875 at --window 4; not with "
+                        "--layer)")  # fmt: skip
     d.add_argument("--steps", type=integer(1, 1_000_000), default=None,
                    help=f"--layer: speculative steps (default {LAYER_ONLY['steps']})")  # fmt: skip
     d.add_argument("--batch", type=integer(1, 4096), default=None,
@@ -56,7 +58,8 @@ def _check_flags(args) -> None:
     mine, other = (LAYER_ONLY, MODEL_ONLY) if args.layer else (MODEL_ONLY, LAYER_ONLY)
     given = ["--" + k.replace("_", "-") for k in other if getattr(args, k) is not None]
     if given:
-        where = "without --layer (they set the one-layer simulation)" if not args.layer else "with --layer"
+        sets = "they set" if len(given) > 1 else "it sets"
+        where = f"without --layer ({sets} the one-layer simulation)" if not args.layer else "with --layer"
         raise UsageError(f"{' '.join(given)}: not used {where}; drop {'them' if len(given) > 1 else 'it'}"
                          f"{'' if args.layer else ' or add --layer'}")  # fmt: skip
     for k, default in mine.items():
@@ -81,15 +84,16 @@ def run(args) -> int:
         return _layer(args, dev, json_path)
     import textwrap
 
-    from ..demo import ModelDemo, demo_passed
+    from ..demo import ModelDemo, check_positions, demo_passed
     from ..progress import progress
     from ..tiny import TINY_MODEL
 
-    print(f"replayssm demo: loading the embedded model ({TINY_MODEL}) ...", flush=True)
-    try:
-        demo = ModelDemo(max_new_tokens=args.max_new_tokens, device=dev, window=args.window)
-    except ValueError as e:  # --max-new-tokens past the model's positions (checked once the prompts are encoded)
+    try:  # --max-new-tokens past the model's positions (checked once the prompts are encoded, before any load)
+        check_positions(TINY_MODEL, args.max_new_tokens, args.window)
+    except ValueError as e:
         raise UsageError(f"--max-new-tokens {args.max_new_tokens}: {str(e).split(': ', 1)[-1]}") from None
+    print(f"replayssm demo: loading the embedded model ({TINY_MODEL}) ...", flush=True)
+    demo = ModelDemo(max_new_tokens=args.max_new_tokens, device=dev, window=args.window)
     cfg = demo.model.config
     head = "with its MTP head" if demo.model.mtp is not None else "(no MTP head: n-gram drafts only)"
     print(f"{cfg.num_layers} layers ({len(cfg.gdn_layers)} GDN + {len(cfg.attention_layers)} attention) {head}; "

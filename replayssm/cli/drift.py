@@ -42,8 +42,8 @@ def add_parser(sub) -> None:
 
 
 def _model_spec(spec: str) -> str:
-    if spec == "tiny":
-        return spec
+    if spec.lower() == "tiny":  # any case, as the presets
+        return "tiny"
     if spec.startswith("random:"):
         from ..bench.synthetic import preset_config
 

@@ -112,12 +112,16 @@ def _check_config(args, folder) -> list[int]:
     need = len(ids) + args.max_new_tokens + window
     if need > args.max_len:
         tokens = f"{len(ids)} token{'s' if len(ids) != 1 else ''}"
-        fix = ("lower --max-new-tokens or shorten --prompt (--max-len can be at most the model's "
-               f"max_position_embeddings, {limit})" if limit is not None and need > limit
-               else "raise --max-len or shorten --prompt")  # fmt: skip
         step = f"--window {window}" if args.drafter != "none" else "1 (--drafter none decodes a token a step)"
+        if limit is not None and len(ids) + window > limit:  # no --max-len or --max-new-tokens would do
+            raise UsageError(f"--prompt: the prompt is {tokens}, + {step} = {len(ids) + window}, more than the "
+                             f"model's max_position_embeddings ({limit}); shorten it")  # fmt: skip
+        if limit is not None and need > limit:  # no --max-len would do: the flag to change is --max-new-tokens
+            raise UsageError(f"--max-new-tokens {args.max_new_tokens}: the prompt is {tokens}, + --max-new-tokens + "
+                             f"{step} = {need}, more than the model's max_position_embeddings ({limit}); lower "
+                             "--max-new-tokens or shorten --prompt")  # fmt: skip
         raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {tokens}, + --max-new-tokens "
-                         f"{args.max_new_tokens} + {step} = {need}; {fix}")  # fmt: skip
+                         f"{args.max_new_tokens} + {step} = {need}; raise --max-len or shorten --prompt")  # fmt: skip
     return ids
 
 
@@ -129,7 +133,7 @@ def run(args) -> int:
         args.window = 1 if args.drafter == "none" else 4
     if args.ring is not None and args.backend == "recurrent":
         raise UsageError(f"--ring {args.ring}: only the replay backend keeps a ring; drop it with --backend recurrent")
-    args.ring = check_ring(args.ring, args.window)
+    args.ring = check_ring(args.ring, args.window) if args.backend == "replay" else None
     if args.draft_vocab is not None and args.drafter in ("ngram", "none"):
         raise UsageError(
             f"--draft-vocab: only with the MTP drafter (--drafter mtp or auto), got --drafter {args.drafter}"
@@ -145,7 +149,7 @@ def run(args) -> int:
         raise UsageError("--prompt: not valid UTF-8 text") from None
     from ..tiny import TINY_MODEL
 
-    folder = model_folder(str(TINY_MODEL) if args.model == "tiny" else args.model)
+    folder = model_folder(str(TINY_MODEL) if args.model.lower() == "tiny" else args.model)
     if not (folder / "tokenizer.json").is_file():
         raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
     if args.draft_vocab is not None and args.window == 1:

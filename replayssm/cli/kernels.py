@@ -25,7 +25,7 @@ def add_parsers(bench) -> None:
     k.add_argument("--windows", type=integer(1, 64), nargs="+", default=[1, 2, 4, 8],
                    help="window lengths T (1 = plain decode)")  # fmt: skip
     k.add_argument("--rings", type=power_of_two(2, MAX_RING), nargs="+", default=[16, 32],
-                   help=f"ring lengths L, powers of two up to {MAX_RING} (those < 2T are skipped; each point first "
+                   help=f"ring lengths L, powers of two up to {MAX_RING} (those < 2T are dropped; each point first "
                         "fills its ring: L steps)")  # fmt: skip
     k.add_argument("--batches", type=integer(1, 65536), nargs="+", default=[1, 8, 32, 64, 128, 256],
                    help="batch sizes B (requests per step; a repeated value is timed once)")  # fmt: skip
@@ -55,7 +55,7 @@ def add_parsers(bench) -> None:
 
     p = add_command(bench, "peers", "extract the SGLang releases' kernel files from their wheels (for --peers-dir)",
                     cmd_peers)  # fmt: skip
-    p.add_argument("--wheels", nargs="*", default=[], help="sglang-<version>-*.whl files, or folders holding them")
+    p.add_argument("--wheels", nargs="*", default=None, help="sglang-<version>-*.whl files, or folders holding them")
     p.add_argument("--download", action="store_true", help="pip download the wheels that are not given")
     p.add_argument("--cache", default=None,
                    help="download folder, searched for wheels even without --download "
@@ -73,6 +73,9 @@ def cmd_peers(args) -> int:
     unknown = [v for v in args.releases if v not in RELEASES]
     if unknown:
         raise UsageError(f"--releases: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)}")
+    if args.wheels == []:  # the flag without a file (argparse's nargs="*" takes none)
+        raise UsageError("--wheels: give at least one sglang-<version>-*.whl file or a folder holding them")
+    args.wheels = args.wheels or []
     missing = [w for w in args.wheels if not os.path.exists(os.path.expanduser(w))]
     if missing:
         raise UsageError(f"--wheels {' '.join(missing)}: no such file or folder")
@@ -174,6 +177,12 @@ def cmd_kernels(args) -> int:
 
     if "none" in args.peers and len(args.peers) > 1:
         raise UsageError(f"--peers: 'none' stands alone (no peer), got {' '.join(args.peers)}")
+    if args.peers_dir is not None and not cfg.peers:
+        raise UsageError(f"--peers-dir {args.peers_dir}: not used with --peers none; drop it")
+    if args.peers_dir is not None and os.path.exists(os.path.expanduser(args.peers_dir)) and not os.path.isdir(
+            os.path.expanduser(args.peers_dir)):  # fmt: skip
+        raise UsageError(f"--peers-dir {args.peers_dir}: a file, not a folder (give the folder bench peers extracted "
+                         "into)")  # fmt: skip
     unknown = [v for v in cfg.peers if v not in RELEASES]
     if unknown:
         raise UsageError(f"--peers: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)} or 'none'")

@@ -42,7 +42,7 @@ def load_config(text: str):
 
     if text.lower() in PRESETS:
         return text.lower(), preset(text.lower())
-    if text == "tiny":  # the embedded model, as for generate and drift (a folder named tiny is ./tiny)
+    if text.lower() == "tiny":  # the embedded model, as for generate and drift (a folder named tiny is ./tiny)
         from ..tiny import TINY_MODEL
 
         return text, ModelConfig.from_file(Path(TINY_MODEL))

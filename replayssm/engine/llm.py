@@ -58,7 +58,7 @@ class LLM:
     ``self.drafter`` says which one runs (the name, or your object). ``device``/``dtype`` default to CUDA/bf16
     when a GPU is present, else CPU/fp32.
     ``ring_len``: the replay backend's ring length L, a power of two >= 2 * window (None: 16, or the least power of
-    two >= 2 * window; ``RunnerConfig.ring_len``).
+    two >= 2 * window; ``RunnerConfig.ring_len``); refused unless the backend or the shadow backend is replay.
     ``max_slots`` bounds concurrent requests, ``max_len`` their length (at most the model's
     ``max_position_embeddings``; KV memory for it is allocated up front). ``shadow_backend``: run a second
     GDN state pool of that backend in lockstep (``state.lockstep.LockstepPool``): ``generate`` then runs its steps
@@ -86,10 +86,16 @@ class LLM:
                      cuda_graphs=cuda_graphs, shadow_backend=shadow_backend, draft_vocab=draft_vocab)  # fmt: skip
         if window > MAX_WINDOW:
             raise ValueError(f"window={window}: must be from 1 to {MAX_WINDOW} (as the CLI's --window)")
+        if ring_len is not None and "replay" not in (backend, shadow_backend):
+            raise ValueError(f"ring_len={ring_len}: only the replay backend keeps a ring (backend={backend!r}); drop "
+                             "it (as the CLI refuses --ring with --backend recurrent)")  # fmt: skip
         if (custom or drafter in ("mtp", "ngram")) and window < 2:
             what = "a drafter object" if custom else f"drafter={drafter!r}"
             raise ValueError(f"{what} needs window >= 2 (it proposes window - 1 tokens), got window={window}; "
                              "window=1 is plain decode: pass drafter='none' (or 'auto')")  # fmt: skip
+        if isinstance(model, (str, Path)) and str(model).lower() == "tiny" and not Path(model).exists():
+            raise FileNotFoundError(f"no model folder {str(model)!r}: the CLI's 'tiny' is the embedded model's folder, "
+                                    "replayssm.tiny.TINY_MODEL; pass that")  # fmt: skip
         config = model.config if isinstance(model, HybridLM) else ModelConfig.from_file(model)
         _check_max_len(config, max_len)  # before loading: a clear config error first
         if draft_vocab is not None:  # it sizes the MTP drafter's head: checked before anything loads or moves

@@ -12,7 +12,7 @@ def pool_memory_report(pool) -> dict[str, int]:
     rep = {
         "checkpoints": _nbytes(pool.checkpoint),
         "rings": 0,
-        "speculative_scratch": _nbytes(pool.snapshots),
+        "snapshots": _nbytes(pool.snapshots),
         "conv": _nbytes(pool.conv_state, pool.conv_scratch),
     }
     if pool.cfg.backend == "replay":

@@ -345,5 +345,5 @@ class GDNStatePool:
 
     def memory_report(self) -> dict[str, int]:
         """Bytes held, by category: ``checkpoints``, ``rings`` (records, fold markers and cursors; replay),
-        ``speculative_scratch`` (the recurrent backend's snapshots), ``conv`` (state and scratch), ``total``."""
+        ``snapshots`` (the recurrent backend's per-token state snapshots), ``conv`` (state and scratch), ``total``."""
         return pool_memory_report(self)

@@ -65,7 +65,7 @@ CASES = [
     (["generate", "--model", TINY + "/config.json", "--prompt", "x"], "--model", f"--model {TINY}"),
     (["generate", "--model", "/no/such/folder", "--prompt", "x"], "--model", "no such folder"),
     (GEN[:2] + [ASSETS, "--prompt", "x"], f"--model {ASSETS}", "no config.json"),
-    (GEN + ["--max-len", "64", "--prompt", "y" * 5000], "--max-len 64", "the prompt is 5000 tokens"),
+    (GEN + ["--max-len", "64", "--prompt", "y" * 5000], "--prompt", "the prompt is 5000 tokens"),
     (GEN + ["--max-new-tokens", "60", "--max-len", "64"], "--max-len 64", "raise --max-len"),
     (GEN + ["--prompt", ""], "--prompt", "must not be empty"),
     (GEN + ["--window", "0"], "--window", "from 1 to 64"),

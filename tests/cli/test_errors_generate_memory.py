@@ -59,7 +59,7 @@ CASES = [
         "--max-len 7",
         "+ 1 (--drafter none",
     ),
-    (GEN + [TINY, "--max-new-tokens", "5000"], "--max-len 2048", "lower --max-new-tokens or shorten --prompt"),
+    (GEN + [TINY, "--max-new-tokens", "5000"], "--max-new-tokens 5000", "lower --max-new-tokens or shorten --prompt"),
     (GEN + [TINY, "--seed", str(2**63)], "--seed", "from 0 to 9223372036854775807"),
     (GEN + [TINY, "--temperature", "1e39"], "--temperature", "from 0 to 3.4028234663852886e+38"),
     (["memory", "--model", "{bad}/list"], "--model {bad}/list", "config.json: must hold a JSON object"),

@@ -131,7 +131,7 @@ def test_write_prefill_checks():
 def test_memory_report_categories():
     rep = _pool("replay").memory_report()
     rec = _pool("recurrent").memory_report()
-    assert rep["speculative_scratch"] == 0 and rep["rings"] > 0
-    assert rec["rings"] == 0 and rec["speculative_scratch"] == 2 * 3 * 2 * HV * V * K * 4  # layers*rows*T*state
+    assert rep["snapshots"] == 0 and rep["rings"] > 0
+    assert rec["rings"] == 0 and rec["snapshots"] == 2 * 3 * 2 * HV * V * K * 4  # layers*rows*T*state
     assert rep["checkpoints"] == rec["checkpoints"] == 2 * 3 * HV * V * K * 4
     assert rep["total"] == sum(v for k_, v in rep.items() if k_ != "total")
