@@ -112,11 +112,11 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
         print(f"note: not timed: {pairs} (a ring holds at least 2T records; the JSON lists them as dropped)",
               flush=True)  # fmt: skip
     with progress(len(grid), "kernels", unit="point") as bar:
-        for T, L, B in grid:
+        for i, (T, L, B) in enumerate(grid):
             if cfg.max_seconds is not None and time.perf_counter() - t_start > cfg.max_seconds:
-                payload["skipped"].append({"T": T, "L": L, "B": B})
-                bar.update()
-                continue
+                payload["skipped"] = [{"T": t, "L": ring, "B": b} for t, ring, b in grid[i:]]
+                bar.set_postfix_str(f"--max-seconds: {len(grid) - i} points not started", refresh=True)
+                break  # (the bar stays at the points timed)
             bar.set_postfix_str(f"T={T} L={L} B={B}")
             row = bench_point(cfg, T, B, L, bw, backends(T), timer)
             payload["points"].append(derive(row, impls))
