@@ -20,6 +20,9 @@ def avg(tag, key, T=4, L=16, B=256):
 fold = {t: avg(t, "fold_us_per_record") for t in ("base", "m2")}
 rand = {(t, B): avg(t, "random_us", B=B) for t in ("base", "m2") for B in (256, 128)}
 wins = fold["m2"] < 0.98 * fold["base"] and all(rand["m2", B] <= 1.005 * rand["base", B] for B in (256, 128))
-print(f"fold/record base {fold['base']:.2f} m2 {fold['m2']:.2f}; random B=256 base {rand['base', 256]:.1f} m2 "
-      f"{rand['m2', 256]:.1f}; B=128 base {rand['base', 128]:.1f} m2 {rand['m2', 128]:.1f} -> m2 {'wins' if wins else 'does not win'}")  # fmt: skip
+verdict = "wins" if wins else "does not win"
+print(
+    f"fold/record base {fold['base']:.2f} m2 {fold['m2']:.2f}; random B=256 base {rand['base', 256]:.1f} m2 "
+    f"{rand['m2', 256]:.1f}; B=128 base {rand['base', 128]:.1f} m2 {rand['m2', 128]:.1f} -> m2 {verdict}"
+)
 sys.exit(0 if wins else 1)
