@@ -50,6 +50,20 @@ def check_top_level_options(argv: list[str]) -> None:
             )
 
 
+def check_repeated_options(argv: list[str]) -> None:
+    """An option given twice is refused (argparse keeps the last value silently: ``--window 4 --window 8``)."""
+    seen: dict[str, int] = {}
+    for a in argv:
+        if a == "--":
+            break
+        if a.startswith("--"):
+            name = a.split("=", 1)[0]
+            seen[name] = seen.get(name, 0) + 1
+    twice = [n for n, c in seen.items() if c > 1]
+    if twice:
+        raise UsageError(f"{twice[0]}: given {seen[twice[0]]} times; give it once")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -63,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         prog = f"replayssm {args.cmd}" + (f" {args.bench}" if getattr(args, "bench", None) else "")
         if extra:  # named by the command they were given to (argparse would name the top-level program)
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}", prog=prog)
+        check_repeated_options(argv)
         check_environment(args)
         return args.fn(args)
     except UsageError as e:

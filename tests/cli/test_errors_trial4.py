@@ -61,3 +61,13 @@ def test_llm_refuses_a_ring_without_a_replay_pool_and_points_tiny_at_the_embedde
     llm = LLM(TINY, backend="recurrent", shadow_backend="replay", ring_len=32, device="cpu", dtype=torch.float32,
               max_slots=1, max_len=64)  # fmt: skip
     assert llm.runner_config.ring_len == 32
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["demo", "--window", "4", "--window", "8"], "--window"),
+    (["memory", "--model", "tiny", "--context=8", "--context", "16"], "--context"),
+])  # fmt: skip
+def test_an_option_given_twice_is_refused(argv, flag, capsys):
+    """argparse kept the last value silently."""
+    assert main(argv) == 2
+    assert_one_line_error(capsys.readouterr(), flag, "given 2 times; give it once")
