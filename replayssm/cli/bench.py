@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
         description="GPU benchmarks (kernels, e2e) and the SGLang peers' kernel files (peers).",
     )
     bench.add_argument("--debug", action="store_true", help="show tracebacks (or set REPLAYSSM_DEBUG=1)")
-    commands = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    commands = bench.add_subparsers(dest="bench", required=True, metavar="WHAT")
     add_kernel_parsers(commands)
 
     from .common import add_command

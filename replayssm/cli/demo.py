@@ -132,7 +132,7 @@ def _run_line(name: str, r: dict, window: int) -> str:
         )
     kind = "ring records" if name.startswith("replay") else "per-token snapshots"
     line = (f"{name:<30} {r['tokens_per_s']:8.1f} tokens/s, {r['steps']} steps, mean accepted {r['mean_accepted']:.2f}"
-            f"/{window}, same tokens as plain: {_yes(r['same_tokens_as_plain'])}, scratch "
+            f" of {window}, same tokens as plain: {_yes(r['same_tokens_as_plain'])}, scratch "
             f"{r['speculative_scratch_bytes']:,} B ({kind})")  # fmt: skip
     if r["lockstep"]:
         line += (
