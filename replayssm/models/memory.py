@@ -62,7 +62,7 @@ def plan_memory(cfg: ModelConfig, *, name: str = "", tp: int = 1, T: int = 4, L:
     common = n * (layer["state"] + layer["conv_state"] + layer["conv_scratch"]) + kv
     scratch = {"recurrent": n * layer["snapshots"], "replay": n * layer["ring"] + CURSOR_BYTES}
     per_request = {b: common + scratch[b] for b in scratch}
-    out = {"model": name, "tp": tp, "T": T, "L": L, "gdn_layers": n, "H": H, "HV": HV, "K": K, "V": V,
+    out = {"model": name, "tp": tp, "window": T, "ring_len": L, "gdn_layers": n, "H": H, "HV": HV, "K": K, "V": V,
            "conv_channels": C, "per_layer": layer, "kv_cache": kv, "per_request": per_request,
            "scratch_per_request": scratch}  # fmt: skip
     if budget_bytes is not None:
@@ -99,9 +99,9 @@ def format_plan(p: dict) -> str:
     w = max(len(r[0]) for r in rows) + 2
     c = max(16, *(len(cell(v)) + 2 for r in rows for v in r[1:]))
     heads = f"H={p['H']} HV={p['HV']} K={p['K']} V={p['V']}, conv channels C={p['conv_channels']}"
-    lines = [f"model {p['model']}  TP {p['tp']}  T={p['T']}  L={p['L']}", f"GDN per GPU: {n} layers, {heads}"]
+    lines = [f"model {p['model']}  TP {p['tp']}  T={p['window']}  L={p['ring_len']}", f"GDN per GPU: {n} layers, {heads}"]
     lines += [f"{name:<{w}}{cell(a):>{c}}{cell(b):>{c}}" for name, a, b in rows]
-    if p["T"] == 1:
+    if p["window"] == 1:
         lines += ["T=1 is plain decoding: the recurrent backend updates its state in place (no snapshots);",
                   "the replay backend decodes through its ring"]  # fmt: skip
     return "\n".join(lines)

@@ -115,7 +115,7 @@ def test_the_ring_defaults_to_fit_the_window(capsys):
     sizes = []
     for window in ("4", "8", "9", "33"):
         assert main(["memory", "--model", "qwen3.5-4b", "--window", window, "--json"]) == 0
-        sizes.append(json.loads(capsys.readouterr().out)["L"])
+        sizes.append(json.loads(capsys.readouterr().out)["ring_len"])
     assert sizes == [16, 16, 32, 128]
 
 
