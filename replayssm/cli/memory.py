@@ -45,7 +45,7 @@ def load_config(text: str):
     if text.lower() == "tiny":  # the embedded model, as for generate and drift (a folder named tiny is ./tiny)
         from ..tiny import TINY_MODEL
 
-        return text, ModelConfig.from_file(Path(TINY_MODEL))
+        return "tiny", ModelConfig.from_file(Path(TINY_MODEL))
     if not text.strip():
         raise UsageError("--model: give a preset, 'tiny' or a model folder, got an empty name")
     path = Path(text).expanduser()

@@ -99,7 +99,8 @@ def format_plan(p: dict) -> str:
     w = max(len(r[0]) for r in rows) + 2
     c = max(16, *(len(cell(v)) + 2 for r in rows for v in r[1:]))
     heads = f"H={p['H']} HV={p['HV']} K={p['K']} V={p['V']}, conv channels C={p['conv_channels']}"
-    lines = [f"model {p['model']}  TP {p['tp']}  T={p['window']}  L={p['ring_len']}", f"GDN per GPU: {n} layers, {heads}"]
+    title = f"model {p['model']}  TP {p['tp']}  T={p['window']}  L={p['ring_len']}"
+    lines = [title, f"GDN per GPU: {n} layers, {heads}"]
     lines += [f"{name:<{w}}{cell(a):>{c}}{cell(b):>{c}}" for name, a, b in rows]
     if p["window"] == 1:
         lines += ["T=1 is plain decoding: the recurrent backend updates its state in place (no snapshots);",

@@ -277,7 +277,9 @@ class GDNStatePool:
         Replay: a verify folds only rows whose ring flags a fold (``flush``), and it may have done so in some
         layers already; those rows' history is therefore folded in every layer now (folded blocks are skipped)
         and marked folded, so no slot is left half-folded. Every other row is left exactly as it was (its
-        history unfolded), so a retry of the step gives its first attempt's outputs bit for bit.
+        history unfolded), so a retry of the step gives its first attempt's outputs bit for bit. With validation on,
+        a step in which no verify ran or failed while writing (only ``conv_update`` ran, or a verify was refused on
+        its arguments) has folded nothing, and its abort folds nothing either.
 
         Recurrent: a verify wrote only snapshots; a *decode* updated the state in place, so rows of an aborted
         decode step that ran any layer lose their state (they can only be freed), as do the rows of a verify step

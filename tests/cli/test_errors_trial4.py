@@ -29,6 +29,7 @@ def test_generate_names_max_new_tokens_when_no_max_len_would_do(capsys):
 
 def test_tiny_is_taken_in_any_case(tmp_path, capsys):
     assert main(["memory", "--model", "TINY"]) == 0
+    assert capsys.readouterr().out.startswith("model tiny ")
     assert main(["memory", "--model", "Tiny", "--json", str(tmp_path / "m.json")]) == 0
 
 
@@ -60,7 +61,7 @@ def test_llm_refuses_a_ring_without_a_replay_pool_and_points_tiny_at_the_embedde
         LLM("tiny", device="cpu")
     llm = LLM(TINY, backend="recurrent", shadow_backend="replay", ring_len=32, device="cpu", dtype=torch.float32,
               max_slots=1, max_len=64)  # fmt: skip
-    assert llm.runner_config.ring_len == 32
+    assert llm.runner_config.ring_len == 32 and llm.runner.pool.shadow.cfg.ring_len == 32
 
 
 @pytest.mark.parametrize("argv, flag", [

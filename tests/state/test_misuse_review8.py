@@ -115,3 +115,42 @@ def test_numpy_integers_are_taken_where_ints_are_asked_for():
     for bad in (True, 2.0):
         with pytest.raises(ValueError, match="must be a positive int"):
             p.alloc(bad)
+
+
+def _flushing_pool():
+    """A replay pool whose slot 0 will fold in its next verify."""
+    p = pools.pool("replay")
+    p.alloc(1)
+    w = Weights(p.cfg, 4)
+    g = torch.Generator().manual_seed(3)
+    while not int(p.cursors.flush[0]):
+        pools.step(p, w, [0], inputs(p.cfg, [3], g), [3])
+    return p, w
+
+
+@pytest.mark.parametrize("move", ["offload", "fork"])
+def test_an_abort_after_a_first_layer_verify_failed_while_writing_still_folds(monkeypatch, move):
+    """A review of the skip above: a verify that raised after it wrote (a failed launch) in the step's first layer
+    is recorded as a failure, not in the step's verified layers; the skip then left that layer folded and the others
+    not, with the cursors still flushing, and offload/restore or fork (which carry no fold markers) folded the
+    history twice: silently other states. Such a step is folded in every layer by abort, as before."""
+    import replayssm.state.pool as pool_module
+
+    clean, _ = _flushing_pool()
+    p, w = _flushing_pool()
+    real = pool_module.gdn_replay_verify
+
+    def fails_after_writing(*a, **kw):
+        real(*a, **kw)
+        raise RuntimeError("a launch that failed after it wrote")
+
+    x = inputs(p.cfg, [3], torch.Generator().manual_seed(9))
+    pools.conv(p, w, 0, [0], x)
+    monkeypatch.setattr(pool_module, "gdn_replay_verify", fails_after_writing)
+    with pytest.raises(RuntimeError, match="failed after it wrote"):
+        pools.ssm(p, w, 0, [0], x)
+    monkeypatch.setattr(pool_module, "gdn_replay_verify", real)
+    assert p.abort(slots([0])) == [] and int(p.cursors.pending[0]) == 0
+    moved = [q.restore(q.offload(slots([0]))) if move == "offload" else q.fork(slots([0])) for q in (clean, p)]
+    for layer in range(p.cfg.num_layers):
+        assert torch.equal(p.committed_state(layer, moved[1]), clean.committed_state(layer, moved[0]))
