@@ -54,8 +54,8 @@ def _run(runner: ModelRunner, prompts: list[list[int]], max_new: int, drafter: s
 
 def check_positions(model_dir, max_new_tokens: int, window: int):
     """Before any weight loads: the demo's prompts, encoded, and their room in the model's positions (the longest
-    prompt + ``max_new_tokens`` + the window + 1, the bonus token's position, within ``max_position_embeddings``;
-    ``ValueError`` otherwise). Returns (tokenizer, labelled prompts, token ids)."""
+    prompt + ``max_new_tokens`` + the window + 1, a spare position the demo's runners keep (``_runner``), within
+    ``max_position_embeddings``; ``ValueError`` otherwise). Returns (tokenizer, labelled prompts, token ids)."""
     tokenizer = load_tokenizer(model_dir)
     labelled = demo_prompts(model_dir)
     prompts = [tokenizer.encode(text).ids for _, text in labelled]

@@ -50,14 +50,19 @@ def check_top_level_options(argv: list[str]) -> None:
             )
 
 
+ALIASES = {"--dest": "--peers-dir"}  # an option's other spellings (bench peers)
+
+
 def check_repeated_options(argv: list[str]) -> None:
-    """An option given twice is refused (argparse keeps the last value silently: ``--window 4 --window 8``)."""
+    """An option given twice (or under its alias too) is refused: argparse keeps the last value silently
+    (``--window 4 --window 8``). ``--debug`` may be given before and after the command."""
     seen: dict[str, int] = {}
     for a in argv:
         if a == "--":
             break
-        if a.startswith("--"):
+        if a.startswith("--") and a != "--debug":
             name = a.split("=", 1)[0]
+            name = ALIASES.get(name, name)
             seen[name] = seen.get(name, 0) + 1
     twice = [n for n, c in seen.items() if c > 1]
     if twice:

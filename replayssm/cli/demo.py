@@ -130,7 +130,7 @@ def _run_line(name: str, r: dict, window: int) -> str:
         return (
             f"{'plain greedy decode':<30} {r['tokens_per_s']:8.1f} tokens/s, {r['steps']} steps\n{samples}\n{'-' * 72}"
         )
-    kind = "ring records" if name.startswith("replay") else "per-token snapshots"
+    kind = "ring" if name.startswith("replay") else "per-token snapshots"
     line = (f"{name:<30} {r['tokens_per_s']:8.1f} tokens/s, {r['steps']} steps, mean accepted {r['mean_accepted']:.2f}"
             f" of {window}, same tokens as plain: {_yes(r['same_tokens_as_plain'])}, scratch "
             f"{r['speculative_scratch_bytes']:,} B ({kind})")  # fmt: skip
@@ -159,7 +159,7 @@ def _summary(res: dict, window: int) -> None:
               f"{v['steps']} steps: {_yes(v['bitwise_every_step'])}")  # fmt: skip
     print(f"  speculative scratch for {len(res['prompts'])} requests at T={window}: recurrent "
           f"{scratch['recurrent']:,} B (T state snapshots per GDN layer), ReplaySSM {scratch['replay']:,} B "
-          f"(ring records): {scratch['recurrent'] / scratch['replay']:.1f}x less")  # fmt: skip
+          f"(rings): {scratch['recurrent'] / scratch['replay']:.1f}x less")  # fmt: skip
     print(f"  speed: a GPU property (docs/results.md; {ENGINE_RESULTS}); replayssm memory --model qwen3.5-122b-a10b "
           "shows the memory at a real model's size")  # fmt: skip
 

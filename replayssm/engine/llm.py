@@ -50,7 +50,8 @@ class LLM:
     is: moved and cast in place to ``device``/``dtype`` (``nn.Module.to``), even when building the rest then fails.
     ``backend``: "replay" (checkpoint + ring, exact fold) or "recurrent" (per-token snapshots).
     ``window``: the window length T = last accepted token + T-1 drafts, 1 to 64 (1 = plain decode: only with
-    drafter "auto" or "none"; "mtp", "ngram" and drafter objects need window >= 2).
+    drafter "auto" or "none"; "mtp", "ngram" and drafter objects need window >= 2; with drafter "none" the LLM
+    decodes plainly, and the window is 1 whatever is passed: ``runner_config.window`` says so).
     ``drafter``: "mtp" (the model's MTP head, drafting on the device inside the step), "ngram" (prompt
     lookup), "auto" (MTP when the checkpoint has an MTP head, else n-gram), "none", or your own object with
     ``propose(context, k) -> list[int]`` (``engine.drafter.HostDrafter``, docs/drafters.md: called on the

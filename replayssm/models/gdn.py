@@ -51,7 +51,7 @@ class GatedDeltaNet(nn.Module):
 
     def fuse_(self) -> None:
         # q|k|v, z, b and a in one GEMM; the conv and the output norm read its slices in place. b and a alone
-        # would be two [D, HV] GEMMs, each a split-K launch with its reduction (bench/NOTES.md, issue 15)
+        # would be two [D, HV] GEMMs, each a split-K launch with its reduction (bench/NOTES.md, 2026-12-01, fifth)
         if not self.next_layout and not is_fused(self._qkvz, self.in_proj_qkv):
             self._qkvz = fuse_linears(self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a)
 

@@ -87,7 +87,8 @@ def check_cu_seqlens(cu_seqlens: torch.Tensor, num_tokens: int, batch: int, wind
         raise ValueError(f"cu_seqlens must start at 0 and end at the token count {num_tokens}, got {cu}")
     lens = [cu[i + 1] - cu[i] for i in range(batch)]
     if any(n < 1 for n in lens):
-        raise ValueError(f"cu_seqlens must give every request at least one token, got window lengths {lens}")
+        what = "sequence" if window is None else "window"
+        raise ValueError(f"cu_seqlens must give every request at least one token, got {what} lengths {lens}")
     if window is not None and any(n > window for n in lens):
         raise ValueError(f"cu_seqlens gives window lengths {lens}, longer than the window T={window}")
 

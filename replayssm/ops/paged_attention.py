@@ -167,7 +167,8 @@ def paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, *, 
     then the gate in fp32."""
     N, nH, hd, PS, nKV, scale = _check(q, k_cache, v_cache, block_table, rows, start, T, gate, scale, validate)
     B, max_pages = rows.shape[0], block_table.shape[1]
-    pages = block_table[rows].long()  # [B, max_pages]
+    used = torch.arange(max_pages, device=q.device)[None, :] < ((start + T + PS - 1) // PS)[:, None]
+    pages = torch.where(used, block_table[rows].long(), 0)  # [B, max_pages]: unused ids never read (as the kernel)
     keys = k_cache[pages].reshape(B, max_pages * PS, nKV, hd)
     vals = v_cache[pages].reshape(B, max_pages * PS, nKV, hd)
     pos = start[:, None] + torch.arange(T, device=q.device)[None, :]  # [B, T]

@@ -3,6 +3,7 @@ and what an op over all layers at once (``gdn_fold_ahead``) reads. Layer i's sli
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -61,8 +62,9 @@ class RingLayers:
                  dtype: torch.dtype = torch.bfloat16, u_dtype: torch.dtype | None = None, device=None,
                  cursors: RingCursors | None = None) -> RingLayers:  # fmt: skip
         """``num_layers`` empty rings (``Ring.allocate``'s arguments and checks, records NaN) on one set of cursors."""
-        if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
+        if not isinstance(num_layers, numbers.Integral) or isinstance(num_layers, bool) or num_layers < 1:
             raise ValueError(f"num_layers must be a positive int, got {num_layers!r}")
+        num_layers = int(num_layers)
         one = Ring.allocate(num_slots, H, HV, K, V, L=L, window=window, dtype=dtype, u_dtype=u_dtype, device=device,
                             cursors=cursors)  # fmt: skip
         stacked = (t.unsqueeze(0).repeat((num_layers,) + (1,) * t.dim()) for t in one.records())

@@ -2,7 +2,8 @@
 
 A replay slot's committed state is its checkpoint *plus* the unfolded ring history, so a parked copy
 carries checkpoints, ring records and cursors together (docs/design.md, "the ring protocol"): nothing pending
-is dropped (SGLang issue 38485), and no extra fold is needed, so a restored slot continues bit for bit.
+is dropped (a copy of the checkpoint alone would lose the unfolded history), and no extra fold is needed, so a
+restored slot continues bit for bit.
 """
 
 from __future__ import annotations

@@ -67,8 +67,13 @@ def test_llm_refuses_a_ring_without_a_replay_pool_and_points_tiny_at_the_embedde
 @pytest.mark.parametrize("argv, flag", [
     (["demo", "--window", "4", "--window", "8"], "--window"),
     (["memory", "--model", "tiny", "--context=8", "--context", "16"], "--context"),
+    (["bench", "peers", "--peers-dir", "a", "--dest", "b"], "--peers-dir"),
 ])  # fmt: skip
 def test_an_option_given_twice_is_refused(argv, flag, capsys):
     """argparse kept the last value silently."""
     assert main(argv) == 2
     assert_one_line_error(capsys.readouterr(), flag, "given 2 times; give it once")
+
+
+def test_debug_may_be_given_before_and_after_the_command(capsys):
+    assert main(["--debug", "memory", "--model", "tiny", "--debug"]) == 0

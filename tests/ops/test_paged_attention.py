@@ -145,3 +145,20 @@ def test_bad_values_and_scales_are_refused(impl):
             call(**kw)
     assert torch.equal(call(scale=None), call(scale=16**-0.5))
     assert torch.equal(call(validate=False), call())
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_page_ids_past_a_row_s_keys_are_never_read(impl):
+    """A docs audit: the reference gathered every column of the table, so a stale id in a column past a row's keys
+    raised IndexError there while the kernel (which never reads it) ran."""
+    g = torch.Generator().manual_seed(3)
+    kv = KVCache(1, 2, 32, 2, 16, dtype=torch.float32, device="cpu", page_size=16)
+    q = torch.randn(4, 4, 16, generator=g)
+    kv.k.normal_(generator=g)
+    kv.v.normal_(generator=g)
+    rows, start = torch.tensor([0, 1]), torch.tensor([3, 4])  # one page each
+    want = paged_attention(q, kv.k[0], kv.v[0], kv.block_table, rows, start, T=2, scale=0.25, impl=impl)
+    stale = kv.block_table.clone()
+    stale[:2, 1] = 10**6
+    got = paged_attention(q, kv.k[0], kv.v[0], stale, rows, start, T=2, scale=0.25, impl=impl)
+    assert torch.equal(got, want)
