@@ -23,7 +23,7 @@ fi
 R4=/tmp/c4; rm -rf $R4; mkdir -p $R4
 # one process per point (the 2026-12-01e profile ran out of memory on its second point in one process)
 for pt in replay:64 recurrent:64 replay:256; do
-  left=$(( 585 - ($(date +%s) - S) )); [ $left -lt 40 ] && break
+  left=$(( ${LIMIT:-585} - ($(date +%s) - S) )); [ $left -lt 40 ] && break
   d=$R4/${pt/:/_}; mkdir -p $d
   timeout $left env OUT=$d CONTEXT=1024 PROF=$pt python3 bench/results/2026-12-03d-h200/prof_e2e.py > $d/prof.log 2>&1
   echo "prof $pt rc=$? at $(( $(date +%s) - S ))s"; grep -A14 "^==" $d/prof.log | head -16
