@@ -15,7 +15,7 @@ rm -f $R/*.pt; mkdir -p $OUT/ab; cp $R/* $OUT/ab/
 left=$(( LIM - ($(date +%s) - S) ))
 if python3 bench/results/2026-12-05d-cpu/decide.py $R | tee $OUT/decide.txt && [ $left -gt 100 ]; then
   timeout $(( left - 10 )) env REPLAYSSM_VERIFY_DIF=2 python3 -m replayssm bench kernels --windows 4 --rings 16 \
-    --batches 8 64 128 256 --target-ms 15 --max-seconds $(( left - 60 )) --tag kernels_T4_m2 --out $OUT \
+    --batches 256 128 64 8 --target-ms 15 --max-seconds $(( left - 60 )) --tag kernels_T4_m2 --out $OUT \
     --peers-dir .peers > $OUT/kernels_T4_m2.log 2>&1
   echo "bench kernels m2 rc=$? at $(( $(date +%s) - S ))s"; tail -7 $OUT/kernels_T4_m2.log | cut -c1-220
 fi
