@@ -70,7 +70,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("argv, flag, phrase", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
-def test_user_error_is_one_line_exit_2(argv, flag, phrase, capsys):
+def test_user_error_is_one_line_exit_2(argv, flag, phrase, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # (a regression must not write into the checkout: demo --json - wrote "-" here)
     assert main(argv) == 2
     assert_one_line_error(capsys.readouterr(), flag, phrase)
 

@@ -43,7 +43,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("argv, flag, phrase", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
-def test_user_error_is_one_line_exit_2(argv, flag, phrase, capsys):
+def test_user_error_is_one_line_exit_2(argv, flag, phrase, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # (a regression must not write into the checkout)
     assert main(argv) == 2
     assert_one_line_error(capsys.readouterr(), flag, phrase)
 
@@ -69,8 +70,9 @@ def test_llm_refuses_a_ring_without_a_replay_pool_and_points_tiny_at_the_embedde
     (["memory", "--model", "tiny", "--context=8", "--context", "16"], "--context"),
     (["bench", "peers", "--peers-dir", "a", "--dest", "b"], "--peers-dir"),
 ])  # fmt: skip
-def test_an_option_given_twice_is_refused(argv, flag, capsys):
+def test_an_option_given_twice_is_refused(argv, flag, capsys, tmp_path, monkeypatch):
     """argparse kept the last value silently."""
+    monkeypatch.chdir(tmp_path)  # (bench peers would extract into ./b if the check regressed)
     assert main(argv) == 2
     assert_one_line_error(capsys.readouterr(), flag, "given 2 times; give it once")
 
