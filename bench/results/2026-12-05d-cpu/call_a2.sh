@@ -6,7 +6,7 @@ S=$(date +%s); LIM=${LIMIT:-330}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv > $OUT/gpu.txt
 P=$PWD/bench/results/2026-12-04-h200
 R=/tmp/c1; rm -rf $R; mkdir -p $R
-export POINTS='[[4,16,256],[4,16,128]]'
+export POINTS=${POINTS:-'[[4,16,256],[4,16,128]]'}
 arm() { timeout 75 env OUT=$R TAG=$1 TREE=$PWD REPLAYSSM_VERIFY_DIF=$3 python3 $P/ab_probe.py > $R/$1_$2.log 2>&1; echo "$1 $2 rc=$? at $(( $(date +%s) - S ))s"; }
 arm base a 0; arm m2 a 2; arm base b 0; arm m2 b 2
 OUT=$R python3 $P/ab_probe.py --compare base m2; echo "compare m2 rc=$?"
