@@ -8,12 +8,8 @@ import numbers
 
 import torch
 
+from ..ops._ints import is_int
 from .accept import GREEDY_BELOW, Greedy, Prescribed, Sampling
-
-
-def is_int(val) -> bool:
-    """An int (Python or NumPy), not a bool."""
-    return isinstance(val, numbers.Integral) and not isinstance(val, bool)
 
 
 def check_positive_int(name: str, val) -> int:

@@ -18,7 +18,6 @@ import torch
 
 from ..models.model import HybridLM
 from ..models.step import Step, StepKind
-from ..ops._common import use_triton
 from ..ops._validate import check_count
 from ..state import GDNStatePool
 from ..state.backend import GDNStateBackend
@@ -48,9 +47,6 @@ class ModelRunner:
         p = next(model.parameters())
         self.device, self.dtype = p.device, p.dtype
         self.use_graphs = uses_graphs(model, cfg)
-        if mc.attention_layers and cfg.page_size < 16 and use_triton("auto", torch.empty(0, device=self.device)):
-            raise ValueError(f"page_size={cfg.page_size}: the paged attention kernel, which runs on {self.device}, "
-                             "needs a power of two >= 16")  # fmt: skip
         want = pool_config(model, cfg)
         if pool is None:
             pool = GDNStatePool(want)

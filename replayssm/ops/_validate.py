@@ -10,11 +10,11 @@ captured.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 
 import torch
 
+from ._ints import is_int
 from .shape import head_dim_error
 
 ACT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -48,7 +48,7 @@ def check_tensor(
 
 def check_count(name: str, val, least: int = 1) -> int:
     """An integer >= ``least`` (a NumPy integer too, returned as a Python int; a bool is not one)."""
-    if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < least:
+    if not is_int(val) or val < least:
         raise ValueError(f"{name} must be an int >= {least}, got {val!r}")
     return int(val)
 

@@ -25,6 +25,7 @@ from ._interpreter import INTERPRETER
 from ._validate import ACT_DTYPES, check_flags, check_scale, check_tensor, values_checkable
 
 TARGET_PROGRAMS = 256  # programs per launch that keep every SM of a large GPU busy
+MIN_PAGE_SIZE = 16  # the kernel's smallest page (a tl.dot tile); the reference takes any power of two
 
 
 @triton.jit
@@ -145,6 +146,11 @@ def _check(q, k_cache, v_cache, block_table, rows, start, T, gate, scale, valida
     return N, nH, hd, PS, nKV, scale
 
 
+def _used(start, T: int, PS: int, max_pages: int) -> torch.Tensor:
+    """[B, max_pages] bool: the table columns each row's keys (start + T of them) occupy, the only ones read."""
+    return torch.arange(max_pages, device=start.device)[None, :] < ((start + T + PS - 1) // PS)[:, None]
+
+
 def _check_values(block_table, rows, start, T, P, PS) -> None:
     """The values ``validate`` reads back: rows of the table, committed lengths whose windows fit the table, page
     ids of the cache's pages wherever a row's keys are read (a kernel would read outside the cache)."""
@@ -154,9 +160,8 @@ def _check_values(block_table, rows, start, T, P, PS) -> None:
     if not bool(((start >= 0) & (start + T <= max_pages * PS)).all()):
         raise ValueError(f"start must lie in [0, {max_pages * PS - T}] (the table's {max_pages} pages of {PS} "
                          f"tokens hold each row's start + T keys), got {start.tolist()[:16]}")  # fmt: skip
-    used = torch.arange(max_pages, device=rows.device)[None, :] < ((start + T + PS - 1) // PS)[:, None]
     pages = block_table[rows.long()]
-    if not bool(((pages >= 0) & (pages < P) | ~used).all()):
+    if not bool(((pages >= 0) & (pages < P) | ~_used(start, T, PS, max_pages)).all()):
         raise ValueError(f"block_table holds page ids outside [0, {P}) (k_cache's pages) where these rows' keys "
                          "are read")  # fmt: skip
 
@@ -167,8 +172,7 @@ def paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, *, 
     then the gate in fp32."""
     N, nH, hd, PS, nKV, scale = _check(q, k_cache, v_cache, block_table, rows, start, T, gate, scale, validate)
     B, max_pages = rows.shape[0], block_table.shape[1]
-    used = torch.arange(max_pages, device=q.device)[None, :] < ((start + T + PS - 1) // PS)[:, None]
-    pages = torch.where(used, block_table[rows].long(), 0)  # [B, max_pages]: unused ids never read (as the kernel)
+    pages = torch.where(_used(start, T, PS, max_pages), block_table[rows].long(), 0)  # unused ids never read
     keys = k_cache[pages].reshape(B, max_pages * PS, nKV, hd)
     vals = v_cache[pages].reshape(B, max_pages * PS, nKV, hd)
     pos = start[:, None] + torch.arange(T, device=q.device)[None, :]  # [B, T]
@@ -203,8 +207,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     if not use_triton(impl, q):
         return paged_attention_reference(q, k_cache, v_cache, block_table, rows, start, T=T, scale=scale, gate=gate,
                                          validate=False)  # fmt: skip
-    if PS < 16 or PS & (PS - 1):
-        raise ValueError(f"the kernel needs a page size that is a power of two >= 16, got {PS}")
+    if PS < MIN_PAGE_SIZE or PS & (PS - 1):
+        raise ValueError(f"the kernel needs a page size that is a power of two >= {MIN_PAGE_SIZE}, got {PS}")
     B, max_pages = rows.shape[0], block_table.shape[1]
     G = nH // nKV
     o = torch.empty_like(q)

@@ -24,12 +24,12 @@ counter that every commit, fold-reset and reset advances.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
 import torch
 
+from ._ints import is_int
 from ._validate import ACT_DTYPES, byte_spans, check_no_overlap, values_checkable
 from .shape import head_dim_error
 
@@ -110,7 +110,7 @@ class RingCursors:
     def allocate(cls, num_slots: int, *, L: int, window: int, device=None) -> RingCursors:
         """Cursors of ``num_slots`` empty slots for rings of ``L`` records and windows of up to ``window`` tokens."""
         check_ring_geometry(L, window)
-        if not _integral(num_slots) or num_slots < 1:
+        if not is_int(num_slots) or num_slots < 1:
             raise ValueError(f"num_slots must be a positive int, got {num_slots!r}")
         num_slots, L, window = int(num_slots), int(L), int(window)
 
@@ -120,15 +120,10 @@ class RingCursors:
         return cls(z(), z(), z(), z(), z(), L, window)
 
 
-def _integral(x) -> bool:
-    """An integer, a NumPy one too (taken as the Python int it is); a bool is not one."""
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
 def ring_length_for(window: int, at_least: int = 16) -> int:
     """The ring length a pool uses for windows of ``window`` tokens: the smallest power of two that is
     >= 2 * window and >= ``at_least`` (itself rounded up to a power of two)."""
-    if not _integral(window) or window < 1:
+    if not is_int(window) or window < 1:
         raise ValueError(f"window must be an int >= 1, got {window!r}")
     L = 2
     while L < max(2 * window, at_least):
@@ -137,9 +132,9 @@ def ring_length_for(window: int, at_least: int = 16) -> int:
 
 
 def check_ring_geometry(L: int, window: int) -> None:
-    if not _integral(window) or window < 1:
+    if not is_int(window) or window < 1:
         raise ValueError(f"window must be an int >= 1, got {window!r}")
-    if not _integral(L) or L < 2 or L & (L - 1):
+    if not is_int(L) or L < 2 or L & (L - 1):
         raise ValueError(f"ring length L must be a power of two >= 2, got {L!r}")
     if L < 2 * window:
         raise ValueError(f"ring length L={L} must be >= 2 * window = {2 * window} (a window of {window} tokens)")
@@ -271,7 +266,7 @@ class Ring:
         filled with NaN so that reading a never-written record cannot go unnoticed."""
         check_ring_geometry(L, window)
         for n, x in (("num_slots", num_slots), ("H", H), ("HV", HV), ("K", K), ("V", V)):
-            if not _integral(x) or x < 1:
+            if not is_int(x) or x < 1:
                 raise ValueError(f"{n} must be a positive int, got {x!r}")
         num_slots, H, HV, K, V, L, window = (int(x) for x in (num_slots, H, HV, K, V, L, window))
         if HV % H:

@@ -3,12 +3,12 @@ and what an op over all layers at once (``gdn_fold_ahead``) reads. Layer i's sli
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
 
+from ._ints import is_int
 from .ring import RECORDS, Ring, RingCursors, ring_spans
 
 
@@ -62,7 +62,7 @@ class RingLayers:
                  dtype: torch.dtype = torch.bfloat16, u_dtype: torch.dtype | None = None, device=None,
                  cursors: RingCursors | None = None) -> RingLayers:  # fmt: skip
         """``num_layers`` empty rings (``Ring.allocate``'s arguments and checks, records NaN) on one set of cursors."""
-        if not isinstance(num_layers, numbers.Integral) or isinstance(num_layers, bool) or num_layers < 1:
+        if not is_int(num_layers) or num_layers < 1:
             raise ValueError(f"num_layers must be a positive int, got {num_layers!r}")
         num_layers = int(num_layers)
         one = Ring.allocate(num_slots, H, HV, K, V, L=L, window=window, dtype=dtype, u_dtype=u_dtype, device=device,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
+
+from ._ints import is_int
 
 
 def head_dim_error(name: str, d) -> str | None:
     """Why ``d`` cannot be a GDN head dim (the kernels tile K and V in powers of two of at least 16), or None."""
-    if not isinstance(d, numbers.Integral) or isinstance(d, bool) or d < 16 or d & (d - 1):
+    if not is_int(d) or d < 16 or d & (d - 1):
         return f"{name} must be a power of two >= 16 (the kernels' head dims), got {d!r}"
     return None
 
@@ -26,7 +27,7 @@ class GDNShape:
     def __post_init__(self):
         for name in ("H", "HV", "K", "V"):
             val = getattr(self, name)
-            if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 1:
+            if not is_int(val) or val < 1:
                 raise ValueError(f"GDNShape.{name} must be a positive int, got {val!r}")
             object.__setattr__(self, name, int(val))  # (a NumPy integer taken as the int it is)
         for name in ("K", "V"):

@@ -106,9 +106,10 @@ def abort(pool, slots: torch.Tensor, ids: list[int]) -> list[int]:
             ]
     elif not replay and pool._kind == "decode":
         torn = [s for s in slots.tolist() if s >= 0]
-    # a verify that succeeded (ssm), or failed after it may have written (failed), may have folded some layers;
-    # a step with neither (only conv_update ran, or a verify refused its arguments) folded nothing: no fold then
-    ran = not cfg.validate or bool(st.ssm) or st.failed or st.committing is not None
+    # a verify that succeeded (ssm; a begun commit implies every layer's), or failed after it may have written
+    # (failed), may have folded some layers; a step with neither (only conv_update ran, or a verify refused its
+    # arguments) folded nothing: no fold then
+    ran = not cfg.validate or bool(st.ssm) or st.failed
     if replay and ran:  # the flushing rows, in every layer; then no row keeps the step's window
         gdn_fold_ahead(pool.checkpoint, pool.ring_layers, slots, validate=False, impl=cfg.impl)
         pool.cursors.pending[slots[slots >= 0].long()] = 0

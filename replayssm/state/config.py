@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 
 import torch
 
 from ..ops._common import IMPLS
+from ..ops._ints import is_int
 from ..ops._validate import ACT_DTYPES
 from ..ops.ring import ring_length_for
 from ..ops.shape import GDNShape, head_dim_error
@@ -111,7 +111,7 @@ class PoolConfig:
 
 def _positive_int(name: str, val, alt: str = "") -> int:
     """A positive integer (a NumPy one too, returned as the Python int it is; a bool is not one)."""
-    if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 1:
+    if not is_int(val) or val < 1:
         raise ValueError(f"PoolConfig.{name} must be a positive int{' ' + alt if alt else ''}, got {val!r}")
     return int(val)
 

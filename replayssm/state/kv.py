@@ -16,12 +16,12 @@ pages shared by all slots and follows the tokens actually held; the host reserve
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
+from ..ops._common import use_triton
+from ..ops._ints import is_int
 from ..ops._validate import check_count
-from ..ops.paged_attention import paged_attention
+from ..ops.paged_attention import MIN_PAGE_SIZE, paged_attention
 from .lifecycle import PoolExhaustedError
 
 PAGE_SIZE = 64
@@ -38,6 +38,9 @@ class KVCache:
             check_count("num_pages", num_pages, 1)
         if page_size & (page_size - 1):
             raise ValueError(f"page_size must be a power of two, got {page_size}")
+        if num_layers and page_size < MIN_PAGE_SIZE and use_triton("auto", torch.empty(0, device=device)):
+            raise ValueError(f"page_size={page_size}: the paged attention kernel, which runs on "
+                             f"{torch.device(device)}, needs a power of two >= {MIN_PAGE_SIZE}")  # fmt: skip
         self.page_size, self.pages_per_slot = page_size, -(-max_len // page_size)
         self.dynamic = num_pages is not None
         P = num_pages if self.dynamic else num_slots * self.pages_per_slot
@@ -151,7 +154,7 @@ class KVCache:
         if isinstance(slots, (str, bytes)) or not hasattr(slots, "__len__"):
             raise ValueError(f"{name} must be a list of slot ids, got {slots!r:.80}")
         for s in slots:
-            if not isinstance(s, numbers.Integral) or isinstance(s, bool) or not 0 <= s < self.num_slots:
+            if not is_int(s) or not 0 <= s < self.num_slots:
                 raise ValueError(f"{name} holds {s!r}: KV slot ids are ints in [0, {self.num_slots})")
         ids = [int(s) for s in slots]
         if len(set(ids)) != len(ids):

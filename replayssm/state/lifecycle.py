@@ -12,10 +12,11 @@ is written, and the tracker changes only once the call it records can no longer 
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 
 import torch
+
+from ..ops._ints import is_int
 
 
 class SlotError(ValueError):
@@ -61,7 +62,7 @@ class SlotTracker:
         return len(self._free)
 
     def check_alloc(self, n: int) -> None:
-        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
+        if not is_int(n) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
         if n > len(self._free):
             raise PoolExhaustedError(f"asked for {n} slots, {len(self._free)} of {self.cfg.num_slots} are free")

@@ -11,8 +11,6 @@ anything is written, when ``PoolConfig.validate`` is on (the default).
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 from torch import Tensor
 
@@ -26,6 +24,7 @@ from ..ops import (
     ring_mark_folded,
     ring_reset,
 )
+from ..ops._ints import is_int
 from ..ops._validate import check_tensor
 from ..ops.conv import causal_conv1d_update
 from . import commit as step_end
@@ -108,7 +107,7 @@ class GDNStatePool:
         check_tensor("cu_seqlens", cu_seqlens, shape=(rows + 1,), dtypes=(torch.int32,), device=self.device)
 
     def _layer(self, layer: int) -> int:
-        if not isinstance(layer, numbers.Integral) or isinstance(layer, bool) or not 0 <= layer < self.cfg.num_layers:
+        if not is_int(layer) or not 0 <= layer < self.cfg.num_layers:
             raise ValueError(f"layer must be an int in [0, {self.cfg.num_layers}), got {layer!r}")
         return int(layer)
 
