@@ -4,7 +4,8 @@ Host side only: the request queue, drafting and bookkeeping. Every iteration adm
 (one batched prefill), runs one batched verify (or decode) step for all running requests -- forward,
 acceptance and commit on the device (``ModelRunner.step_and_commit``), only the accepted counts and tokens
 come back -- and retires finished requests. Requests can be preempted to the CPU and resumed later; they
-continue with identical tokens.
+continue with identical tokens. ``add``, ``cancel``, ``preempt``, ``resume`` and ``release`` are in
+``engine/control.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import torch
 
 from .accept import Greedy, Prescribed, Sampling, sample_inverse_cdf
 from .admission import KVBudget, evict, pick, put_back, why_stuck
-from .checks import check_positive_int, check_seed, check_temperature, is_int
+from .checks import check_seed, check_temperature, is_int
+from .control import RequestControl
 from .drafter import check_host_drafter
 from .graphs import PendingStep
 from .requests import Request, proposal
@@ -23,7 +25,7 @@ from .runner import ModelRunner
 from .spec import BenchmarkAcceptance, NgramDrafter
 
 
-class Engine:
+class Engine(RequestControl):
     """Continuous batching over ``runner``. The window T (last accepted token + T-1 drafts) is the runner's
     (``RunnerConfig.window``), or 1 (plain decode) with ``drafter="none"``; ``self.window`` says which.
     ``drafter``: "auto" (default, as ``LLM``'s: the runner's device drafter if it has one, else n-gram; none at
@@ -91,30 +93,6 @@ class Engine:
         self.on_commit = None
         self._steps: list[tuple[PendingStep, list[Request]]] = []  # launched, not emitted (oldest first, at most 2)
         self._held: list[int] = []  # slots of finished requests that a step in flight still runs: freed after it
-
-    def add(self, prompt: list[int], max_new_tokens: int, arrival: int = 0) -> Request:
-        """Queue a request: ``prompt`` a non-empty list of token ids in [0, vocab); it joins at engine iteration
-        ``arrival`` (iterations where nothing runs and nothing has arrived are skipped). Checked here, before
-        anything is queued: it must fit the runner's ``max_len`` and, with a shared KV cache, the whole cache."""
-        if not isinstance(prompt, (list, tuple)) or not prompt:
-            raise ValueError(f"prompt must be a non-empty list of token ids, got {prompt!r:.80}")
-        self.runner.check_token_ids(prompt, "prompt token ids")
-        max_new_tokens = check_positive_int("max_new_tokens", max_new_tokens)
-        if not is_int(arrival) or arrival < 0:
-            raise ValueError(f"arrival={arrival!r}: must be an int >= 0")
-        need = len(prompt) + max_new_tokens + self.window
-        if need > self.runner.cfg.max_len:
-            raise ValueError(f"the request needs {need} KV positions (prompt {len(prompt)} + max_new_tokens "
-                             f"{max_new_tokens} + window {self.window}), the runner's max_len is "
-                             f"{self.runner.cfg.max_len}")  # fmt: skip
-        if len(prompt) + self.runner.cfg.window > self.runner.cfg.max_len:  # its prefill reserves the runner's
-            raise ValueError(f"the prompt of {len(prompt)} tokens + the runner's window {self.runner.cfg.window} "
-                             f"(its prefill reserves a whole window) exceed the runner's max_len "
-                             f"{self.runner.cfg.max_len}")  # fmt: skip
-        self.kv_budget.check_fits_alone(self.kv_budget.lifetime(len(prompt), max_new_tokens))
-        r = Request(len(self.requests), list(prompt), max_new_tokens, arrival)
-        self.requests.append(r)
-        return r
 
     @property
     def running(self) -> list[Request]:
@@ -331,52 +309,3 @@ class Engine:
                 left = [r.id for r in self.requests if not r.done]
                 raise RuntimeError(f"requests {left} are not done after max_iterations={max_iterations} steps")
         return self.requests
-
-    def release(self) -> None:
-        """Give back everything the engine's unfinished requests hold (slots, parked state) and mark them done
-        with an error; the steps in flight, if any, are finished first (their tokens emitted). The runner is left
-        as if they never ran."""
-        self.drain()
-        self.runner.abort()
-        for r in self.requests:
-            if not r.done:
-                self._give_up(r, RuntimeError("released before it finished"))
-
-    def preempt(self, r: Request) -> None:
-        """Move a running request's state (GDN checkpoint + ring + cursors, conv, KV, drafter) to the CPU; free
-        its slot. The step in flight, if any, is finished first (its tokens emitted); a request that is not
-        running is refused before that."""
-        if not any(r is q for q in self.requests):
-            raise ValueError(f"r must be a Request of this engine (from add), got {r!r:.80}")
-        if r.slot is None or r.done:  # (before the drain: a refused call finishes no step)
-            raise ValueError(f"request {r.id} is not running")
-        self.drain()
-        if r.slot is None or r.done:  # it finished in the step the drain completed
-            raise ValueError(f"request {r.id} is not running (it finished in the step in flight)")
-        r.parked, r.auto_resume = self.runner.offload(r.slot), False
-        r.slot = None
-
-    def resume(self, r: Request) -> None:
-        """Restore a preempted request into a free slot (``ModelRunner.restore``). Refused before anything moves
-        when ``r`` is not this engine's or not preempted, or its parked state does not fit this runner; a step in
-        flight is then finished first (its tokens emitted, as the next ``step`` would), since only then is it known
-        whether it frees a slot (and the pages) for ``r``."""
-        if not any(r is q for q in self.requests):
-            raise ValueError(f"r must be a Request of this engine (from add), got {r!r:.80}")
-        if r.parked is None:
-            raise ValueError(f"request {r.id} is not preempted")
-        self.runner.check_restore(r.parked, room=False)
-        self.drain()
-        r.slot, r.parked, r.auto_resume = self.runner.restore(r.parked), None, False
-
-    def cancel(self, r: Request) -> None:
-        """Give up ``r`` (waiting, running or preempted): it is marked done with ``error="cancelled"`` and what it
-        holds is given back; a step in flight that runs it finishes for the others (its slot is freed after it).
-        Refused, with nothing changed, when ``r`` is not this engine's or already done."""
-        if not any(r is q for q in self.requests):
-            raise ValueError(f"r must be a Request of this engine (from add), got {r!r:.80}")
-        if r.done:
-            raise ValueError(f"request {r.id} is already done")
-        if r.slot is not None:
-            self._free_slot(r.slot)
-        r.slot, r.parked, r.done, r.auto_resume, r.error = None, None, True, False, "cancelled"

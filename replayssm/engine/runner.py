@@ -7,7 +7,8 @@ is ``step_and_commit``: forward, acceptance (``engine.accept``) and commit run o
 only the accepted counts and tokens come back. ``step`` + ``commit`` expose the logits in between (tests,
 studies). A device drafter (``RunnerConfig(device_drafter="mtp")``, ``engine.drafter.DeviceDrafter``) drafts
 the window inside the step, in the same graph (``step_and_commit(..., device_drafts=True)``, or
-``draft_and_verify`` for the logits).
+``draft_and_verify`` for the logits). Slot allocation and parking (``alloc``, ``free``, ``offload``,
+``restore``, ...) are in ``engine/slots.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import torch
 
 from ..models.model import HybridLM
 from ..models.step import Step, StepKind
-from ..ops._validate import check_count
 from ..state import GDNStatePool
 from ..state.backend import GDNStateBackend
 from ..state.kv import KVCache
@@ -29,6 +29,7 @@ from .checks import check_acceptance, check_prompts, check_slots, check_token_id
 from .config import GRAPH_BATCH_SIZES, ParkedRequest, RunnerConfig, padded, pool_config, uses_graphs
 from .graphs import DeviceStep, PendingStep, capture
 from .mtp import MTPDrafter
+from .slots import SlotBook
 
 __all__ = ["GRAPH_BATCH_SIZES", "ModelRunner", "ParkedRequest", "RunnerConfig", "pool_config"]
 
@@ -36,7 +37,7 @@ GREEDY = Greedy()
 PREFILL_TOKENS = 8192  # tokens of one prefill forward (prompts of one length are batched up to it)
 
 
-class ModelRunner:
+class ModelRunner(SlotBook):
     """``pool``: a GDN state backend built elsewhere for ``pool_config(model, cfg)`` (e.g. the drift study's
     lockstep pools); default: a ``GDNStatePool`` of ``cfg.backend``, with a lockstep shadow when
     ``cfg.shadow_backend`` is set."""
@@ -72,34 +73,6 @@ class ModelRunner:
         self.pending: list[PendingStep] = []  # launched engine steps not finished yet, oldest first (at most 2)
         self._live: set[int] = set()  # allocated slots (host mirror of the pool's books)
         self.lost: set[int] = set()  # slots whose state a failed step destroyed (recurrent decode): only free()
-
-    @property
-    def num_free(self) -> int:
-        return self.pool.num_free
-
-    def alloc(self) -> int:
-        slot = self.pool.alloc(1)
-        self.kv.reset(slot)
-        s = int(slot[0])
-        self._lens[s] = 0
-        self._live.add(s)
-        return s
-
-    def free(self, slot: int) -> None:
-        """Give ``slot`` back: its GDN state slot and its KV cache pages (it must have no step in flight)."""
-        if not is_int(slot):
-            raise TypeError(f"slot must be an int, got {slot!r}")
-        slot = int(slot)  # a NumPy integer: every part below takes Python ints
-        if slot not in self._live:
-            raise ValueError(f"slot {slot!r} is not allocated")
-        self._check_idle([slot])
-        self.pool.free(self._slots([slot]))
-        self.kv.release([slot])
-        self._live.discard(slot)
-        self.lost.discard(slot)
-
-    def _slots(self, ids: list[int]) -> torch.Tensor:
-        return torch.tensor(ids, dtype=torch.int32, device=self.device)
 
     def check_token_ids(self, ids, name: str = "token ids") -> None:
         """``ids``: an integer tensor, or a sequence of ints, all in [0, vocab)."""
@@ -138,15 +111,6 @@ class ModelRunner:
                 for i in rows:
                     self._lens[slot[i]] = P
         return out
-
-    def _check_idle(self, slots) -> None:
-        """No slot of ``slots`` is in a step in flight (``step`` not committed, or ``launch`` not finished)."""
-        busy = set(self._in_flight[1]) if self._in_flight is not None else set()
-        for p in self.pending:
-            busy.update(p.slots)
-        if busy & set(slots):
-            raise RuntimeError(f"slots {sorted(busy & set(slots))} are in a step in flight; commit(), abort() or "
-                               "finish() it first")  # fmt: skip
 
     def _check_step(self, slots, tokens, window: int | None = None, chained: bool = False
                     ) -> tuple[list[int], int, int]:  # fmt: skip
@@ -332,65 +296,3 @@ class ModelRunner:
         for s, k in zip(step.slots, n):
             self._lens[s] += k
         return n, [row[1 : 1 + k] for row, k in zip(res.tolist(), n)]
-
-    def offload(self, slot: int) -> ParkedRequest:
-        """Move an idle slot's state (GDN checkpoint, ring, cursors, conv; KV; drafter state) to the CPU; free it."""
-        if not is_int(slot) or slot not in self._live:
-            raise ValueError(f"slot={slot!r}: not an allocated slot")
-        slot = int(slot)
-        self._check_idle([slot])
-        s = self._slots([slot])
-        gdn = self.pool.offload(s)
-        drafter = self.drafter.park(s) if self.drafter is not None else None
-        parked = ParkedRequest(gdn, self.kv.gather(s), drafter)
-        self.free(slot)
-        return parked
-
-    def check_restore(self, parked: ParkedRequest, room: bool = True) -> None:
-        """Raise what ``restore(parked)`` would raise before it allocates (``ParkedRequest.check_fits``)."""
-        ParkedRequest.check_fits(parked, self.pool, self.kv, self.drafter, room)
-
-    def restore(self, parked: ParkedRequest) -> int:
-        """A new slot holding ``parked``; it continues bit for bit where it stopped. Refused, with nothing allocated,
-        when it does not fit (``check_restore``); if copying it in fails all the same, the new slot is freed."""
-        self.check_restore(parked)
-        slot = self.pool.restore(parked.gdn)
-        s = int(slot[0])
-        self._live.add(s)
-        try:
-            self.kv.scatter(slot, parked.kv)
-            self._lens[s] = int(parked.kv["lens"][0])
-            if self.drafter is not None:
-                self.drafter.unpark(slot, parked.drafter)
-        except BaseException:
-            self.free(s)
-            raise
-        return s
-
-    def states_equal(self, slots: list[int]) -> bool:
-        """With ``shadow_backend``: the committed states of both pools are bitwise equal at every layer."""
-        if not isinstance(self.pool, LockstepPool):
-            raise ValueError("states_equal needs RunnerConfig(shadow_backend=...)")
-        return self.pool.states_equal(self._slots(slots))
-
-    def memory_report(self) -> dict[str, int]:
-        """The GDN state pool's bytes (``GDNStatePool.memory_report``; the KV cache is ``self.kv.nbytes``)."""
-        return self.pool.memory_report()
-
-    def kv_len(self, slot: int) -> int:
-        """Committed KV length of ``slot`` (host mirror; nothing is read back); ``slot`` must be allocated."""
-        if not is_int(slot) or slot not in self._live:
-            raise ValueError(f"slot={slot!r}: not an allocated slot")
-        return self._lens[slot]
-
-    def pad_kv(self, slots: list[int], n: int) -> None:
-        """FOR BENCHMARKS ONLY: the slots (allocated, idle) pretend to hold ``n`` (>= 0) more committed tokens, whose
-        keys and values are whatever their new pages hold: the memory and attention cost of a longer context
-        without prefilling it; what the model computes from then on is meaningless."""
-        slots = check_slots(slots, len(slots) if isinstance(slots, (list, tuple)) else 0, self._live)
-        self._check_idle(slots)
-        n = check_count("n", n, 0)
-        self.kv.reserve(slots, [self._lens[s] + n + self.cfg.window for s in slots])
-        self.kv.lens[self._slots(slots).long()] += n
-        for s in slots:
-            self._lens[s] += n
