@@ -166,28 +166,29 @@ def use_tensor_cores(device: torch.device) -> bool:
 
 
 def dots_in_fold(staged: bool, tc: bool, pre: bool, rows: int, rows_per_program: int, nx: int, pack: bool, L: int):
-    """How a folding program of the staged main kernel takes its window products (``REPLAYSSM_VERIFY_DIF``): 0 (the
-    default), by streaming its folded checkpoint back from L2 as a streaming row does; 1, 2 or 3, from its
-    just-folded blocks (``verify_dots._fold_dots``), the window vectors copied once its fold is over (1) or with its
-    history (2: into a buffer of their own where ``pack`` would place them in the history keys' rows), and with 3
-    also the window's values and staged matrices copied first of all, into buffers of their own
-    (``verify_dots._copy_window``), so that nothing is left to wait for after a fold. Shared memory in sm_90 builds
-    at T=4: 45,056 / 49,152 / 50,368 bytes at L=16 in modes 1 / 2 / 3 (four programs per SM fit up to 57,344);
-    at L > 16, where ``pack`` fills that already (57,344 at L=32), modes 2 and 3 would leave three programs per SM,
-    so they run as mode 1 there.
+    """How a folding program of the staged main kernel takes its window products (``REPLAYSSM_VERIFY_DIF``): 0, by
+    streaming its folded checkpoint back from L2 as a streaming row does; 1, 2 or 3, from its just-folded blocks
+    (``verify_dots._fold_dots``), the window vectors copied once its fold is over (1) or with its history (2: into a
+    buffer of their own where ``pack`` would place them in the history keys' rows), and with 3 also the window's
+    values and staged matrices copied first of all, into buffers of their own (``verify_dots._copy_window``), so
+    that nothing is left to wait for after a fold. Shared memory in sm_90 builds at T=4: 45,056 / 49,152 / 50,368
+    bytes at L=16 in modes 1 / 2 / 3 (four programs per SM fit up to 57,344); at L > 16, where ``pack`` fills that
+    already (57,344 at L=32), modes 2 and 3 would leave three programs per SM, so they run as mode 1 there.
 
-    Blocks or stream, the outputs are bitwise the same (one product code, ``verify_dots._tc_products``). Modes 1 to
-    3 are built and tested (CPU interpreter; tests/gpu/test_staged_retry.py on a GPU) but not yet measured on a GPU:
-    no device was lent in the session that wrote them (bench/NOTES.md, twenty-fifth session), so the default stays
-    the stream until an A/B says otherwise (``bench/results/2026-12-05b-cpu/next_call1.sh``). They apply only where
-    the verify is staged, the products are on tensor cores, a program folds two blocks and prefetches the second
-    (``PRE``: the many-wave shape) and there are at most 8 window vectors (``nx``: T <= 4; at T=8 the two blocks'
-    [64, 16] products spill 32-40 bytes under the 128-register cap, sm_90 builds); elsewhere 0 whatever the switch.
-    Any other value of the switch than 0 to 3 or unset raises ``ValueError``."""
+    Blocks or stream, the outputs are bitwise the same (one product code, ``verify_dots._tc_products``). Unset, the
+    switch means 2 at L <= 16 and 0 above: measured A/B (bench/NOTES.md, twenty-seventh and twenty-ninth sessions),
+    mode 2 cut the fold per record by 6.4% on an H100 at T=4, L=16, B=256 (the H200 A/B waits on a device), while every
+    mode was 15-16% slower at L=32. The modes apply only where the verify is staged, the products are on tensor
+    cores, a program folds two blocks and prefetches the second (``PRE``: the many-wave shape) and there are at most
+    8 window vectors (``nx``: T <= 4; at T=8 the two blocks' [64, 16] products spill 32-40 bytes under the
+    128-register cap, sm_90 builds); elsewhere 0 whatever the switch. Any other value of the switch than 0 to 3 or
+    unset raises ``ValueError``."""
     env = os.environ.get("REPLAYSSM_VERIFY_DIF", "")
     if env not in ("", "0", "1", "2", "3"):
         raise ValueError(f"REPLAYSSM_VERIFY_DIF must be 0, 1, 2, 3 or unset, got {env!r}")
-    if env in ("", "0") or not (staged and tc and pre and rows_per_program == 2 * rows and nx <= 8):
+    if env == "":
+        env = "2" if L <= 16 else "0"
+    if env == "0" or not (staged and tc and pre and rows_per_program == 2 * rows and nx <= 8):
         return 0
     return 1 if pack and L > 16 else int(env)  # (modes 2 and 3 packed at L=32 would leave three programs per SM)
 

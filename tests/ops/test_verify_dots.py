@@ -66,9 +66,11 @@ def test_a_retry_streams_the_folded_rows_and_gives_the_first_attempts_outputs(st
     assert torch.equal(_committed(checkpoint, ring, "triton"), committed_ref)
 
 
-def test_dots_in_fold_is_off_by_default_and_needs_the_staged_two_block_tensor_core_shape(monkeypatch):
+def test_dots_in_fold_is_mode_2_by_default_at_l16_and_needs_the_staged_two_block_tensor_core_shape(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_VERIFY_DIF", raising=False)
-    assert dots_in_fold(True, True, True, 64, 128, 8, True, 16) == 0  # not measured on a GPU yet: the stream
+    assert dots_in_fold(True, True, True, 64, 128, 8, True, 16) == 2  # measured faster at L=16 (bench/NOTES.md)
+    assert dots_in_fold(True, True, True, 64, 128, 8, False, 32) == 0  # and slower at L=32
+    assert dots_in_fold(True, True, True, 64, 128, 16, True, 16) == 0  # T=8 as with the switch set
     ln = launch.resolve("verify", 128, 256 * 64, torch.device("cpu"), split_small=True)
     assert (ln.rows, ln.rows_per_program) == (64, 128)  # the many-wave shape it is for
     for env, mode in (("0", 0), ("1", 1), ("2", 2), ("3", 3)):
