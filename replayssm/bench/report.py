@@ -16,8 +16,9 @@ COMMIT_ENV = "REPLAYSSM_COMMIT"
 
 
 def environment() -> dict:
-    """Versions, GPU, date and the commit: ``$REPLAYSSM_COMMIT`` when set (a copied checkout, as on the device
-    machine, may carry stale git metadata: seen there on 2026-11-30), else ``git rev-parse``."""
+    """Versions, GPU, date, the commit (``$REPLAYSSM_COMMIT`` when set: a copied checkout, as on the device machine,
+    may carry stale git metadata, seen there on 2026-11-30; else ``git rev-parse``) and the ``REPLAYSSM_*``
+    switches set in the environment (``switches``: e.g. ``REPLAYSSM_VERIFY_DIF``, which changes a kernel's path)."""
     commit = os.environ.get(COMMIT_ENV, "")
     if not commit:
         try:
@@ -37,12 +38,14 @@ def environment() -> dict:
         "triton": triton.__version__,
         "python": platform.python_version(),
         "commit": commit or "unknown",
+        "switches": {k: v for k, v in sorted(os.environ.items()) if k.startswith("REPLAYSSM_") and k != COMMIT_ENV},
     }
 
 
 def header(env: dict) -> str:
+    sw = " ".join(f"{k}={v}" for k, v in env.get("switches", {}).items())
     return (f"{env['gpu']} | replayssm {env.get('replayssm', '?')} commit {env['commit']} | torch {env['torch']} | "
-            f"triton {env['triton']} | {env['date']}")  # fmt: skip
+            f"triton {env['triton']} | {env['date']}" + (f" | {sw}" if sw else ""))  # fmt: skip
 
 
 def format_table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:

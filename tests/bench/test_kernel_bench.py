@@ -5,6 +5,7 @@ run with replayssm's real steps (PyTorch references on the CPU) checks the whole
 """
 
 import json
+import os
 
 import pytest
 import torch
@@ -267,3 +268,18 @@ def test_derive_ratios_point_the_right_way():
     assert row[f"{OURS}/speedup_vs_sglang-a"] == 2.0 and row[f"{OURS}/speedup_vs_fastest_peer"] == 1.6
     assert row[f"{OURS}/recurrent_vs_fastest_peer"] == pytest.approx(100 / 95)
     assert f"{OURS}/recurrent_vs_sglang-a" not in row
+
+
+def test_environment_records_the_replayssm_switches_and_the_header_names_them(monkeypatch):
+    from replayssm.bench.report import COMMIT_ENV, environment, header
+
+    for k in [k for k in os.environ if k.startswith("REPLAYSSM_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("REPLAYSSM_VERIFY_DIF", "0")
+    monkeypatch.setenv(COMMIT_ENV, "abc1234")
+    env = environment()
+    assert env["commit"] == "abc1234" and env["switches"] == {"REPLAYSSM_VERIFY_DIF": "0"}
+    assert header(env).endswith("| REPLAYSSM_VERIFY_DIF=0")
+    monkeypatch.delenv("REPLAYSSM_VERIFY_DIF")
+    env = environment()
+    assert env["switches"] == {} and "REPLAYSSM_" not in header(env)

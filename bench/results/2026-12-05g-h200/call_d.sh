@@ -3,7 +3,7 @@
 # at L <= 16 (REPLAYSSM_VERIFY_DIF unset = mode 2), then the same run with REPLAYSSM_VERIFY_DIF=0 (the stream, the
 # previous default) and the default again, on the same warm card: m2 / stream / m2. Only T=4, L=16 changes with the
 # mode (T <= 2 takes FMA rows, T=8 has 16 window vectors, L=32 keeps mode 0), so the T=2 / T=8 runs stand.
-export TRITON_CACHE_DIR=/tmp/tc PYTHONUNBUFFERED=1
+export TRITON_CACHE_DIR=/tmp/tc PYTHONUNBUFFERED=1 REPLAYSSM_COMMIT=${REPLAYSSM_COMMIT:-unknown}
 S=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv > $OUT/gpu.txt
 R=/tmp/c4; rm -rf $R; mkdir -p $R
