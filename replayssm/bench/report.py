@@ -43,7 +43,7 @@ def environment() -> dict:
 
 
 def header(env: dict) -> str:
-    sw = " ".join(f"{k}={v}" for k, v in env.get("switches", {}).items())
+    sw = " ".join(f"{k}={v if len(v) <= 24 else '...'}" for k, v in env.get("switches", {}).items())  # (paths: JSON)
     return (f"{env['gpu']} | replayssm {env.get('replayssm', '?')} commit {env['commit']} | torch {env['torch']} | "
             f"triton {env['triton']} | {env['date']}" + (f" | {sw}" if sw else ""))  # fmt: skip
 

@@ -280,6 +280,11 @@ def test_environment_records_the_replayssm_switches_and_the_header_names_them(mo
     env = environment()
     assert env["commit"] == "abc1234" and env["switches"] == {"REPLAYSSM_VERIFY_DIF": "0"}
     assert header(env).endswith("| REPLAYSSM_VERIFY_DIF=0")
+    monkeypatch.setenv("REPLAYSSM_SOAK_LOG", "/a/long/path/to/somewhere/soak.jsonl")
+    env = environment()
+    assert env["switches"]["REPLAYSSM_SOAK_LOG"] == "/a/long/path/to/somewhere/soak.jsonl"
+    assert header(env).endswith("| REPLAYSSM_SOAK_LOG=... REPLAYSSM_VERIFY_DIF=0")  # a path stays in the JSON
+    monkeypatch.delenv("REPLAYSSM_SOAK_LOG")
     monkeypatch.delenv("REPLAYSSM_VERIFY_DIF")
     env = environment()
     assert env["switches"] == {} and "REPLAYSSM_" not in header(env)

@@ -70,6 +70,9 @@ def test_dots_in_fold_is_mode_2_by_default_at_l16_and_needs_the_staged_two_block
     monkeypatch.delenv("REPLAYSSM_VERIFY_DIF", raising=False)
     assert dots_in_fold(True, True, True, 64, 128, 8, True, 16) == 2  # measured faster at L=16 (bench/NOTES.md)
     assert dots_in_fold(True, True, True, 64, 128, 8, False, 32) == 0  # and slower at L=32
+    assert dots_in_fold(True, True, True, 64, 128, 8, True, 32) == 0  # packed (bf16) too
+    assert dots_in_fold(True, True, True, 64, 128, 8, False, 17) == 0  # the boundary: L <= 16 only
+    assert dots_in_fold(True, True, True, 64, 128, 8, True, 8) == 2  # below 16 the same path (not timed there)
     assert dots_in_fold(True, True, True, 64, 128, 16, True, 16) == 0  # T=8 as with the switch set
     ln = launch.resolve("verify", 128, 256 * 64, torch.device("cpu"), split_small=True)
     assert (ln.rows, ln.rows_per_program) == (64, 128)  # the many-wave shape it is for
