@@ -177,7 +177,7 @@ def dots_in_fold(staged: bool, tc: bool, pre: bool, rows: int, rows_per_program:
 
     Blocks or stream, the outputs are bitwise the same (one product code, ``verify_dots._tc_products``). Unset, the
     switch means 2 at L <= 16 and 0 above: measured A/B (bench/NOTES.md, twenty-seventh and twenty-ninth sessions),
-    mode 2 cut the fold per record by 5.7-6.4% on an H100 at T=4, L=16, B=256 and by 0.8-1.7% on an H200 (short of the
+    mode 2 cut the fold per record by 5.6-6.4% on an H100 at T=4, L=16, B=256 and by 0.8-1.7% on an H200 (short of the
     2% its A/B asked for; kept for the H100's gain: nowhere slower, random steps the same within noise), while every
     mode was 15-16% slower at L=32. The modes apply only where the verify is staged, the products are on tensor
     cores, a program folds two blocks and prefetches the second (``PRE``: the many-wave shape) and there are at most

@@ -1,6 +1,6 @@
 # The twenty-ninth session's H200 call: issue 10's official T=4 kernel bench (L=16, B=8..256, both SGLang
 # releases; carry .peers) on HEAD, whose staged verify takes its window products from the folded blocks by default
-# at L <= 16 (REPLAYSSM_VERIFY_DIF unset = mode 2), then the same run with REPLAYSSM_VERIFY_DIF=0 (the stream, the
+# at L <= 16 (REPLAYSSM_VERIFY_DIF unset = mode 2; the arms set 2 to say so in the JSON), then the same run with REPLAYSSM_VERIFY_DIF=0 (the stream, the
 # previous default) and the default again, on the same warm card: m2 / stream / m2. Only T=4, L=16 changes with the
 # mode (T <= 2 takes FMA rows, T=8 has 16 window vectors, L=32 keeps mode 0), so the T=2 / T=8 runs stand.
 # Then, in the time left, a 3,000-step lockstep soak and `replayssm demo` on HEAD.
