@@ -14,11 +14,14 @@ import socket
 
 import pytest
 
-from replayssm.bench.peers.sglang import RELEASES, PeerKernelsError, default_root
-from replayssm.bench.peers.sglang.extract import MANIFEST, default_cache, extract_all
+# replayssm is imported inside the fixture, not here: the conftest files that import this module may load before
+# tests/conftest.py has chosen the run's TRITON_INTERPRET, which must be set before replayssm.ops is imported.
 
 
 def _extracted(root) -> bool:
+    from replayssm.bench.peers.sglang import RELEASES
+    from replayssm.bench.peers.sglang.extract import MANIFEST
+
     return all((root / r.folder / MANIFEST).is_file() for r in RELEASES.values())
 
 
@@ -32,6 +35,9 @@ def _pypi_reachable() -> bool:
 
 @pytest.fixture(scope="session")
 def sglang_root(tmp_path_factory):
+    from replayssm.bench.peers.sglang import RELEASES, PeerKernelsError, default_root
+    from replayssm.bench.peers.sglang.extract import default_cache, extract_all
+
     root = default_root()
     if _extracted(root):
         return root
