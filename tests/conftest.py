@@ -4,14 +4,14 @@ TRITON_INTERPRET must be set before any @triton.jit function is created, i.e. be
 is imported; conftest.py is imported first, so it is set here. It is one switch for the whole process, so a run is
 either the CPU suite or the GPU suite:
 
-- no CUDA device: the CPU suite (interpreter on), the ``gpu`` tests skipped;
-- a CUDA device and a run that asks for the GPU suite (a mark expression that selects ``gpu``, or paths all in
-  tests/gpu: ``pytest -m gpu tests/gpu``, ``pytest tests/gpu``): the GPU suite, compiled
-  kernels; the tests that take the ``device`` fixture count as GPU tests in this run (``pytest -m gpu`` over the
-  whole tree runs them on the GPU), anything else it selects is skipped, since the CPU tests put the kernels on CPU
-  tensors;
-- a CUDA device and any other run (plain ``pytest``, the README's command): the CPU suite exactly as CI runs it,
-  interpreter on and the ``device`` fixture on the CPU, the ``gpu`` tests skipped with the command that runs them.
+- a run that asks for the GPU suite (a mark expression that selects ``gpu``, or paths all in tests/gpu:
+  ``pytest -m gpu tests/gpu``, ``pytest tests/gpu``): compiled kernels on the GPU; any other test it selects is
+  skipped there (the CPU tests put the kernels on CPU tensors, which needs the interpreter); on a machine without a
+  GPU the ``gpu`` tests are skipped;
+- any other run (plain ``pytest``, the README's command, ``.ci/run``): the CPU suite exactly as CI runs it, on any
+  machine. It hides the GPUs (``CUDA_VISIBLE_DEVICES=""``, set before torch looks for one, and inherited by the
+  CLI's subprocesses), so the interpreter is on, the ``device`` fixture and the CLI's default device are the CPU,
+  and the ``gpu`` tests are skipped with the command that runs them.
 
 A TRITON_INTERPRET set by the caller is kept as it is.
 
@@ -35,14 +35,9 @@ settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-HAS_CUDA = torch.cuda.is_available()
-if not HAS_CUDA:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 torch.set_num_threads(1)
-INTERPRETED = not HAS_CUDA  # set for the run by pytest_configure
-
-
 GPU_DIR = Path(__file__).parent / "gpu"
+HAS_CUDA = False  # whether this run sees a CUDA device: set by pytest_configure
 
 
 def selects_gpu(markexpr: str, args: list[str], cwd: Path) -> bool:
@@ -55,34 +50,30 @@ def selects_gpu(markexpr: str, args: list[str], cwd: Path) -> bool:
 
 
 def pytest_configure(config):
-    global INTERPRETED
-    gpu_run = selects_gpu(config.getoption("markexpr", ""), config.args, config.invocation_params.dir)
-    if HAS_CUDA and not gpu_run:
+    global HAS_CUDA
+    config.gpu_run = selects_gpu(config.getoption("markexpr", ""), config.args, config.invocation_params.dir)
+    if not config.gpu_run:  # the CPU suite sees no GPU, as on CI; its subprocesses (the CLI's) inherit this
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    HAS_CUDA = torch.cuda.is_available()
+    if not HAS_CUDA:
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def pytest_itemcollected(item):
-    """In the GPU suite's run a test that takes the ``device`` fixture is a GPU test too: it runs on the GPU there."""
-    if HAS_CUDA and not INTERPRETED and "device" in getattr(item, "fixturenames", ()):
-        item.add_marker(pytest.mark.gpu)
 
 
 @pytest.hookimpl(trylast=True)  # after tests/gpu/conftest.py marks its tests and after -m deselects
 def pytest_collection_modifyitems(config, items):
-    if not HAS_CUDA:
-        gpu_reason = "needs a CUDA GPU, and this machine has none (on a GPU machine: pytest -m gpu tests/gpu)"
-    elif INTERPRETED:
-        gpu_reason = "this run is the CPU suite (the interpreter, as in CI); the GPU suite: pytest -m gpu tests/gpu"
+    if not config.gpu_run:
+        skip_gpu = "this run is the CPU suite (no GPU, Triton's interpreter, as on CI); the GPU suite: pytest -m gpu"
+    elif not HAS_CUDA:
+        skip_gpu = "needs a CUDA GPU, and this machine has none"
     else:
-        gpu_reason = None
-    cpu_reason = "a CPU-suite test (Triton's interpreter), and this is the GPU suite's run: run it without -m gpu"
+        skip_gpu = None
+    skip_cpu = "a CPU-suite test (it runs the kernels on CPU tensors in Triton's interpreter), skipped in the GPU suite"
     for item in items:
         is_gpu = "gpu" in item.keywords
-        if is_gpu and gpu_reason:
-            item.add_marker(pytest.mark.skip(reason=gpu_reason))
-        elif not is_gpu and gpu_reason is None:
-            item.add_marker(pytest.mark.skip(reason=cpu_reason))
+        if is_gpu and skip_gpu:
+            item.add_marker(pytest.mark.skip(reason=skip_gpu))
+        elif not is_gpu and HAS_CUDA and config.gpu_run:
+            item.add_marker(pytest.mark.skip(reason=skip_cpu))
 
 
 @pytest.fixture(autouse=True)
@@ -94,5 +85,5 @@ def _seeded():
 
 @pytest.fixture
 def device():
-    """Where the kernels under test run: the GPU in the GPU suite's run, else the CPU (interpreter)."""
-    return torch.device("cuda" if HAS_CUDA and not INTERPRETED else "cpu")
+    """Where the kernels under test run: the CPU (interpreter) in the CPU suite, the GPU where a run sees one."""
+    return torch.device("cuda" if HAS_CUDA else "cpu")
