@@ -77,9 +77,13 @@ def check_environment(args) -> None:
     env = os.environ.get("REPLAYSSM_IMPL", "")
     if env not in ("", "auto", "triton"):
         raise UsageError(f"REPLAYSSM_IMPL={env}: must be unset, auto or triton")
-    if env == "triton" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0") and hasattr(args, "device"):
+    if env == "triton" and hasattr(args, "device"):
         import torch
 
+        from ..ops._interpreter import interpreter_requested
+
+        if interpreter_requested():
+            return
         if args.device == "cpu" or (args.device is None and not torch.cuda.is_available()):
             raise UsageError("REPLAYSSM_IMPL=triton: on the CPU the kernels run only in Triton's interpreter: also "
                              "set TRITON_INTERPRET=1 (or unset REPLAYSSM_IMPL to run the references)")  # fmt: skip

@@ -13,7 +13,6 @@ layouts (which change speed and rounding order, never the math) are exercised on
 
 from __future__ import annotations
 
-import os
 import types
 
 import numpy as np
@@ -23,7 +22,7 @@ import triton.language as tl
 from triton.experimental import gluon as _gluon
 from triton.experimental.gluon import language as _gl
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+from ._interpreter import INTERPRET
 
 
 def _unwrap(x):

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._interpreter import INTERPRETER
+from ._interpreter import INTERPRET
 from ._validate import ACT_DTYPES, check_count, check_flags, check_tensor, values_checkable
 
 
@@ -129,6 +129,6 @@ def moe_gemm(x: torch.Tensor, weight: torch.Tensor, pair_rows: torch.Tensor | No
     rows = pair_rows if pair_rows is not None else offsets
     _moe_gemm_kernel[(E, triton.cdiv(Nout, bn))](x, weight, rows, offsets, out, Nout, K, x.stride(0),
                                                 IDENTITY=pair_rows is None,
-                                                F32_DOTS=INTERPRETER or x.dtype == torch.float32, BLOCK_M=16,
+                                                F32_DOTS=INTERPRET or x.dtype == torch.float32, BLOCK_M=16,
                                                 BLOCK_N=bn, BLOCK_K=bk, num_warps=4)  # fmt: skip
     return out

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from ._common import use_triton
-from ._interpreter import INTERPRETER
+from ._interpreter import INTERPRET
 from ._validate import ACT_DTYPES, check_flags, check_scale, check_tensor, values_checkable
 
 TARGET_PROGRAMS = 256  # programs per launch that keep every SM of a large GPU busy
@@ -224,7 +224,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     _attn_kernel[(B, nKV, splits)](q, k_cache, v_cache, block_table, rows, start, o, part_o, part_ml, g, s_gn, s_gh,
                                    block_table.stride(0), nH, nKV, N, per, scale, T=T, G=G, HD=hd, BLOCK_D=block_d,
                                    PS=PS, BLOCK_M=max(16, triton.next_power_of_2(G * T)), SPLIT=splits > 1,
-                                   GATE=gate is not None, IEEE=q.dtype == torch.float32, F32_DOTS=INTERPRETER,
+                                   GATE=gate is not None, IEEE=q.dtype == torch.float32, F32_DOTS=INTERPRET,
                                    num_warps=8 if block_d * PS >= 16384 else 4)  # fmt: skip
     if splits > 1:
         _combine_kernel[(N, nH)](part_o, part_ml, o, g, s_gn, s_gh, N, nH, splits, HD=hd, BLOCK_D=block_d,
