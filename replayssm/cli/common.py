@@ -80,7 +80,7 @@ def check_environment(args) -> None:
     if env == "triton" and hasattr(args, "device"):
         import torch
 
-        from ..ops._interpreter import interpreter_requested
+        from .._env import interpreter_requested
 
         if interpreter_requested():
             return

@@ -1,4 +1,5 @@
-"""Everything under tests/gpu needs a CUDA GPU: marked ``gpu`` here; tests/conftest.py skips it without one."""
+"""Everything under tests/gpu needs a CUDA GPU: marked ``gpu`` here; tests/conftest.py runs it in the GPU suite's
+run (``pytest -m gpu tests/gpu``) and skips it elsewhere or without a GPU."""
 
 from pathlib import Path
 

@@ -20,6 +20,8 @@ import triton
 import triton.language as tl
 import triton.language.extra.libdevice as tldevice
 
+from ...._env import interpreter_requested
+
 
 def is_hip() -> bool:
     """``sglang.srt.utils.is_hip``: a ROCm build of torch."""
@@ -76,9 +78,10 @@ def tf32_supported() -> bool:
 def fla_exp():
     """The value of ``sglang.kernels.ops.attention.fla.op.exp``: ``tl.exp``, or libdevice's ``fast_expf``
     when ``FLA_USE_FAST_OPS=1`` (SGLang reads the same variable). The Triton interpreter only patches
-    builtins it finds through ``tl`` itself, so under ``TRITON_INTERPRET=1`` the alias is a jit function
-    calling ``tl.exp`` (the same operation; SGLang's own alias fails in the interpreter)."""
-    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+    builtins it finds through ``tl`` itself, so in the interpreter (``TRITON_INTERPRET``, read as Triton
+    reads it) the alias is a jit function calling ``tl.exp`` (the same operation; SGLang's own alias fails
+    in the interpreter)."""
+    if interpreter_requested():
         return _interpreted_exp
     if os.environ.get("FLA_USE_FAST_OPS", "0") == "1":
         return tldevice.fast_expf

@@ -18,6 +18,7 @@ import sys
 import types
 from pathlib import Path
 
+from ...._env import interpreter_requested
 from . import host
 from .extract import MANIFEST, PeerKernelsError, checked_source
 from .releases import FILE, HOST, RELEASES, Release, module_of
@@ -75,7 +76,7 @@ def load_release(version: str, root: str | os.PathLike | None = None, *, release
             f"SGLang {version} kernel files not found in {folder}: run `replayssm bench peers --download` "
             f"(or --wheels FILE), or point --peers-dir / ${PEERS_ENV} at the folder holding {release.folder}/"
         )
-    key = (str(folder.resolve()), os.environ.get("TRITON_INTERPRET", ""))
+    key = (str(folder.resolve()), interpreter_requested())
     if key in _LOADED:
         return _LOADED[key]
     manifest = json.loads((folder / MANIFEST).read_text())
