@@ -154,17 +154,18 @@ def run_drift(model, prompts: list[list[int]], cfg: DriftConfig, progress=None) 
     return out
 
 
-def load_drift_model(spec: str, device, dtype):
-    """ "tiny" (the embedded model), a model folder, or "random:PRESET:LAYERS" (real widths, random weights)."""
+def load_drift_model(spec: str, device, dtype, layers: int | None = None):
+    """ "tiny" (the embedded model), a model folder, or a preset of ``models.presets`` (real widths, random weights;
+    ``layers`` keeps its first n layers, default all)."""
     from pathlib import Path
 
     from ..models.loader import load_model, load_tokenizer
+    from ..models.presets import PRESETS
 
-    if spec.startswith("random:"):
+    if spec in PRESETS:
         from .synthetic import preset_config, random_model
 
-        _, preset, layers = spec.split(":")
-        model = random_model(preset_config(preset, int(layers)), device=device, dtype=dtype)
+        model = random_model(preset_config(spec, layers), device=device, dtype=dtype)
         g = torch.Generator().manual_seed(0)
         prompts = [torch.randint(0, model.config.vocab_size, (64,), generator=g).tolist() for _ in range(3)]
         return model, prompts

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from .common import UsageError, add_draft_vocab, add_out, integer, number, out_dir, power_of_two
 from .kernels import add_parsers as add_kernel_parsers
 
@@ -24,9 +26,12 @@ def add_parser(sub) -> None:
     from .common import add_command
 
     e = add_command(commands, "e2e", "end-to-end decoding throughput, TPOT and capacity per backend (GPU)", run_e2e)
-    e.add_argument("--preset", default="qwen3.5-27b",
-                   help="preset from replayssm memory, dense or MoE (random weights)")  # fmt: skip
-    e.add_argument("--layers", type=integer(1), default=None, help="keep only the first N layers (default: all)")
+    e.add_argument("--model", default="qwen3.5-27b",
+                   help="a preset, as in replayssm memory (any case), dense or MoE: its widths, random "
+                        "weights")  # fmt: skip
+    e.add_argument("--preset", default=None, help=argparse.SUPPRESS)  # the old spelling of --model: refused
+    e.add_argument("--layers", type=integer(1), default=None, metavar="N",
+                   help="keep only the first N layers (4 to the preset's count; default: all)")  # fmt: skip
     e.add_argument("--concurrency", type=integer(1, 8192), nargs="+", default=[1, 8, 32, 64, 128],
                    help="requests decoding at once, one row each")  # fmt: skip
     e.add_argument("--prompt-len", type=integer(1, MAX_TOKENS), default=128, help="prompt tokens per request")
@@ -68,6 +73,8 @@ def run_e2e(args) -> int:
     from ..models.presets import PRESETS
     from .common import check_ring
 
+    if args.preset is not None:
+        raise UsageError(f"--preset {args.preset}: now spelled --model {args.preset}")
     args.ring = check_ring(args.ring, args.window)
     given = [f for f, v in (("--draft-head", args.draft_head), ("--draft-vocab", args.draft_vocab)) if v is not None]
     if given and "replay-mtp" not in args.modes:
@@ -83,15 +90,16 @@ def run_e2e(args) -> int:
         setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     if args.mean_accepted > args.window:
         raise UsageError(f"--mean-accepted {args.mean_accepted} must be <= --window {args.window}")
-    preset = args.preset.lower()
+    preset = args.model.lower()
     if preset not in PRESETS:
-        raise UsageError(f"--preset {args.preset}: choose from {', '.join(PRESETS)}")
+        raise UsageError(f"--model {args.model}: bench e2e takes a preset (random weights): choose from "
+                         f"{', '.join(PRESETS)}")  # fmt: skip
     from ..bench.synthetic import preset_config
 
     try:
         vocab = preset_config(preset, args.layers).vocab_size
     except ValueError as e:
-        raise UsageError(f"--preset {preset} --layers {args.layers}: {e}") from None
+        raise UsageError(f"--model {preset} --layers {args.layers}: {e}") from None
     if args.draft_vocab is not None and args.draft_vocab > vocab:
         raise UsageError(f"--draft-vocab: must be an integer from 1 to {vocab} (the preset's vocabulary), got "
                          f"{args.draft_vocab}")  # fmt: skip

@@ -323,8 +323,9 @@ def _not_a_folder_hint(text: str) -> str:
     from ..models.presets import PRESETS
 
     if text.lower() in PRESETS:
-        return (f" ({text} is a preset: shapes without weights, which replayssm memory takes as --model and drift as "
-                f"--model random:{text.lower()}:LAYERS; otherwise give a local model folder)")  # fmt: skip
+        return (f" ({text} is a preset: shapes without weights, which replayssm memory, drift (with --layers N) and "
+                "bench e2e take as --model, the last two with random weights; otherwise give a local model "
+                "folder)")  # fmt: skip
     if text.count("/") == 1 and not text.startswith((".", "/", "~")):
         return " (a Hugging Face id? only local folders are read: download the model first)"
     return ""

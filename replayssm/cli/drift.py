@@ -25,8 +25,11 @@ PROMPTS = 3  # load_drift_model gives three prompts
 def add_parser(sub) -> None:
     d = add_command(sub, "drift", "committed-state error and token divergence over long generations", run)
     d.add_argument("--model", default="tiny",
-                   help="'tiny' (the embedded model), a model folder, or random:PRESET:LAYERS (a dense preset's "
-                        "widths, random weights)")  # fmt: skip
+                   help="'tiny' (the embedded model), a model folder, or a dense preset (qwen3.5-4b, qwen3.5-9b, "
+                        "qwen3.5-27b; any case) with --layers: its widths, random weights")  # fmt: skip
+    d.add_argument("--layers", type=integer(1), default=None, metavar="N",
+                   help="with a preset --model: keep its first N layers (4 to the preset's count; required with a "
+                        "preset, no default); not with 'tiny' or a folder")  # fmt: skip
     d.add_argument("--tokens", type=integer(1, 1 << 20), default=256,
                    help="tokens per generation (the published study: 16384 tokens, --every 1024, one prompt: "
                         "about 13 minutes on a CPU)")  # fmt: skip
@@ -41,22 +44,35 @@ def add_parser(sub) -> None:
     add_out(d, "drift")
 
 
-def _model_spec(spec: str) -> str:
-    if spec.lower() == "tiny":  # any case, as the presets
-        return "tiny"
-    if spec.startswith("random:"):
+def _model_spec(spec: str, layers: int | None) -> str:
+    """--model and --layers -> load_drift_model's spec: 'tiny', a model folder, or a dense preset's name."""
+    from ..models.presets import PRESETS, preset
+
+    dense = ", ".join(n for n in PRESETS if not preset(n).num_experts)
+    if spec.lower().startswith("random:"):  # the old spelling of a preset with random weights
+        parts = spec.split(":")
+        name = parts[1].lower() if len(parts) > 1 and parts[1] else "PRESET"
+        n = parts[2] if len(parts) == 3 and parts[2].isascii() and parts[2].isdigit() else "N"
+        raise UsageError(f"--model {spec}: random:PRESET:LAYERS is now spelled --model {name} --layers {n}")
+    name = spec.lower()  # any case, as memory's presets and 'tiny'
+    if name in PRESETS:
         from ..bench.synthetic import preset_config
 
-        parts = spec.split(":")
-        if len(parts) != 3 or not (parts[2].isascii() and parts[2].isdigit()):
-            raise UsageError(f"--model {spec}: the form is random:PRESET:LAYERS, e.g. random:qwen3.5-4b:8")
-        try:  # an unknown preset (the message lists them) or LAYERS outside 4 .. the preset's layer count
-            cfg = preset_config(parts[1].lower(), int(parts[2]))
+        if preset(name).num_experts:
+            raise UsageError(f"--model {spec}: a MoE preset; the drift study runs dense presets ({dense})")
+        if layers is None:
+            raise UsageError(f"--model {spec}: a preset needs --layers N, its first N layers (4 to "
+                             f"{preset(name).num_layers}), e.g. --layers 8")  # fmt: skip
+        try:  # N outside 4 .. the preset's layer count
+            preset_config(name, layers)
         except ValueError as e:
-            raise UsageError(f"--model {spec}: {e}") from None
-        if cfg.num_experts:
-            raise UsageError(f"--model {spec}: {parts[1]} is a MoE preset; the drift study runs dense presets")
-        return f"random:{parts[1].lower()}:{parts[2]}"
+            raise UsageError(f"--model {spec} --layers {layers}: {e}") from None
+        return name
+    if layers is not None:
+        raise UsageError(f"--layers {layers}: only with a preset --model ({dense}); 'tiny' and a model folder keep "
+                         "their own layers: drop it")  # fmt: skip
+    if name == "tiny":
+        return "tiny"
     model_files(model_folder(spec), spec)  # load_drift_model reads both
     return spec
 
@@ -68,7 +84,7 @@ def run(args) -> int:
     args.ring = check_ring(args.ring, args.window)
     if args.every > args.tokens:
         raise UsageError(f"--every {args.every} must be <= --tokens {args.tokens} (otherwise nothing is checked)")
-    spec = _model_spec(args.model)
+    spec = _model_spec(args.model, args.layers)
     dev = device(args.device)
     out = out_dir(args.out, files=(f"{args.tag}.json", f"{args.tag}.png"))
     import torch
@@ -79,14 +95,15 @@ def run(args) -> int:
     if dev.type == "cpu":
         torch.set_num_threads(1)  # many tiny tensor operations: more threads only wait on each other (cli/demo.py)
     try:
-        model, prompts = load_drift_model(spec, dev, dtype)
+        model, prompts = load_drift_model(spec, dev, dtype, layers=args.layers)
     except (ValueError, OSError) as e:  # missing or mis-shaped weights, an unsupported config.json
         raise UsageError(f"--model {args.model}: {e}") from e
     prompts = prompts[: args.prompts]
     cfg = DriftConfig(tokens=args.tokens, every=args.every, window=args.window, ring_len=args.ring,
                       cuda_graphs=dev.type == "cuda")  # fmt: skip
+    what = spec if args.layers is None else f"{spec} (first {args.layers} layers, random weights)"
     print(
-        f"{spec} on {dev} ({str(dtype).removeprefix('torch.')}): {len(prompts)} prompt(s) x {args.tokens} tokens, "
+        f"{what} on {dev} ({str(dtype).removeprefix('torch.')}): {len(prompts)} prompt(s) x {args.tokens} tokens, "
         f"teacher-forced (T={args.window}, checks every {args.every}) then free-running per variant",
         flush=True,
     )
@@ -103,7 +120,7 @@ def run(args) -> int:
             bar.update(n)
 
         res = run_drift(model, prompts, cfg, progress=tick)
-    res.update(env=env, model=spec, device=str(dev), dtype=str(dtype))
+    res.update(env=env, model=spec, layers=model.config.num_layers, device=str(dev), dtype=str(dtype))
     write_json(out / f"{args.tag}.json", res)
     code = _summary(res)  # the findings first, then where they were written
     print(f"wrote {out / f'{args.tag}.json'}")

@@ -28,7 +28,8 @@ def files(tmp_path_factory):
 CASES = [
     (["drift", "--model", "{f}/corrupt", "--tokens", "4", "--every", "4", "--out", "{f}/out"], "--model",
      "not a readable safetensors file"),
-    (["drift", "--model", "random:qwen3.5-4b:\u0664"], "--model random:qwen3.5-4b:", "the form is random:PRESET"),
+    (["drift", "--model", "random:qwen3.5-4b:\u0664"], "--model random:qwen3.5-4b:",
+     "now spelled --model qwen3.5-4b --layers N"),
     (["drift", "--out", ""], "--out", "give a folder name, got an empty one"),
     (["generate", "--model", "", "--prompt", "x"], "--model", "give a model folder, got an empty name"),
     (["generate", "--model", TINY, "--prompt", "\udcff\udcfe abc"], "--prompt", "not valid UTF-8"),

@@ -54,8 +54,9 @@ def test_generate_s_default_max_len_follows_a_shorter_model(short_model, capsys)
 
 
 CASES = [
-    (["generate", "--model", "qwen3.5-4b", "--prompt", "x"], "--model qwen3.5-4b", "is a preset"),
-    (["drift", "--model", "Qwen3.5-4B"], "--model Qwen3.5-4B", "--model random:qwen3.5-4b:LAYERS"),
+    (["generate", "--model", "qwen3.5-4b", "--prompt", "x"], "--model qwen3.5-4b",
+     "is a preset: shapes without weights, which replayssm memory, drift (with --layers N) and bench e2e take as"),
+    (["drift", "--model", "Qwen3.5-4B"], "--model Qwen3.5-4B", "a preset needs --layers N"),
     (["generate", "--model", "Qwen/Qwen3.5-4B", "--prompt", "x"], "--model Qwen/Qwen3.5-4B",
      "only local folders are read"),
     (["generate", "--model", TINY, "--prompt", "x", "--backend", "recurrent", "--ring", "32"], "--ring 32",
