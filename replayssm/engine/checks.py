@@ -60,20 +60,27 @@ def check_int_list(name: str, vals, n: int, lo: int, hi: int) -> list[int]:
         raise ValueError(f"{name} must be a list of {n} ints (one per row), got {type(vals).__name__}")
     if len(vals) != n:
         raise ValueError(f"{name} has {len(vals)} entries for a step of {n} rows")
-    bad = [v for v in vals if not is_int(v) or not lo <= v <= hi]
+    kinds = [v for v in vals if not is_int(v)]  # (is_int refuses bools: True is not a count)
+    if kinds:
+        raise TypeError(f"{name} must hold ints, got {kinds[:5]!r:.80}")
+    bad = [v for v in vals if not lo <= v <= hi]
     if bad:
         raise ValueError(f"{name} {bad[:5]} are outside [{lo}, {hi}]")
     return [int(v) for v in vals]
 
 
-def check_tokens(tokens, window: int) -> tuple[int, int]:
-    """A step's tokens: an integer [B, T] tensor on the CPU or the device, B >= 1, 1 <= T <= window."""
+def check_tokens(tokens, window: int, device_drafts: bool = False) -> tuple[int, int]:
+    """A step's tokens: an integer [B, T] tensor on the CPU or the device, B >= 1, 1 <= T <= window (a device-drafted
+    step's: [B, 1])."""
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] == 0:
         got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else f"{tokens!r:.60}"
         raise ValueError(f"tokens must be a [B, T] tensor of token ids with B >= 1, got {got}")
     if tokens.dtype not in (torch.int64, torch.int32):  # what the embedding takes (uint8, int16 would fail in it)
         raise TypeError(f"tokens must be integers: int64 (or int32) token ids, got {tokens.dtype}")
     B, T = tokens.shape
+    if device_drafts and T != 1:
+        raise ValueError(f"tokens has windows of {T} tokens; with device_drafts=True they are [B, 1], each row's last "
+                         "emitted token (the drafter fills the window)")  # fmt: skip
     if not 1 <= T <= window:
         raise ValueError(f"tokens has windows of {T} tokens; this runner verifies 1..{window} (window={window})")
     return B, T

@@ -39,9 +39,8 @@ class RequestControl:
     def release(self) -> None:
         """Give back everything the engine's unfinished requests hold (slots, parked state) and mark them done
         with an error; the steps in flight, if any, are finished first (their tokens emitted). The runner is left
-        as if they never ran."""
+        as if they never ran. A step of the runner's that the engine did not start is left to its caller."""
         self.drain()
-        self.runner.abort()
         for r in self.requests:
             if not r.done:
                 self._give_up(r, RuntimeError("released before it finished"))
@@ -84,3 +83,13 @@ class RequestControl:
         if r.slot is not None:
             self._free_slot(r.slot)
         r.slot, r.parked, r.done, r.auto_resume, r.error = None, None, True, False, "cancelled"
+
+    def _check_runner(self) -> None:
+        """Refuse to step while the runner holds a step the engine did not start (``Engine.step``)."""
+        if self.runner._in_flight is not None:
+            raise RuntimeError("the runner has a step() of its caller's not committed yet; commit() or abort() it "
+                               "before the engine steps")  # fmt: skip
+        own = [p for p, _ in self._steps]
+        if any(all(p is not q for q in own) for p in self.runner.pending):
+            raise RuntimeError("the runner has a launched step that is not the engine's; finish() it before the "
+                               "engine steps")  # fmt: skip

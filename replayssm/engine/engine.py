@@ -162,7 +162,9 @@ class Engine(RequestControl):
         back the previous one, whose tokens it then emits: the device never waits for the host between steps of
         the same batch, and tokens arrive one iteration later. ``drain()`` waits for the step in flight. When the
         launch of the next step fails, the step in flight is finished first (its tokens emitted), then the
-        exception propagates as above."""
+        exception propagates as above. A step of the runner's that the engine did not start (a caller's ``step``
+        not committed, or ``launch`` not finished) is refused before anything is admitted."""
+        self._check_runner()
         if self._steps and not self._can_chain(self.running):
             self.drain()  # the batch changes (a request ended): emit first, so that its slot can be admitted now
         self._admit()

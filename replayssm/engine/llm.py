@@ -199,6 +199,9 @@ class LLM:
             arrivals = arrivals.tolist()
         if arrivals is not None and (not isinstance(arrivals, (list, tuple)) or len(arrivals) != len(ids)):
             raise ValueError(f"arrivals must list one engine iteration per prompt ({len(ids)}), got {arrivals!r:.80}")
+        bad = [i for i, a in enumerate(arrivals or ()) if not is_int(a) or a < 0]
+        if bad:
+            raise ValueError(f"arrivals[{bad[0]}]={arrivals[bad[0]]!r}: must be an int >= 0 (an engine iteration)")
         eng = self.engine(temperature=temperature, seed=seed, ignore_eos=ignore_eos)
         if self.runner_config.shadow_backend is not None:
             eng.overlap = False  # every step committed before the next starts: the two pools can be compared

@@ -88,6 +88,7 @@ class ModelRunner(SlotBook):
         check_prompts(ids, self.model.config.vocab_size, self.cfg.window, self.cfg.max_len)
         slot = check_slots(slot, len(ids), self._live)
         self._check_idle(slot)
+        self._check_not_lost(slot)
         held = [s for s in slot if self._lens[s]]
         if held:  # a prefill starts a request: on a slot that holds tokens it would not continue them exactly
             raise ValueError(f"slots {held} already hold tokens; prefill takes fresh slots (alloc(), or free() and "
@@ -112,7 +113,7 @@ class ModelRunner(SlotBook):
                     self._lens[slot[i]] = P
         return out
 
-    def _check_step(self, slots, tokens, window: int | None = None, chained: bool = False
+    def _check_step(self, slots, tokens, window: int | None = None, chained: bool = False, device_drafts=False
                     ) -> tuple[list[int], int, int]:  # fmt: skip
         """Host checks of a step, before anything is reserved or launched: tokens [B, T] ids in the vocabulary,
         1 <= T <= window, ``slots`` B distinct allocated slots, no step in flight (but the one a chained
@@ -121,10 +122,9 @@ class ModelRunner(SlotBook):
             raise RuntimeError("the previous step is not committed yet; commit() or abort() it first")
         if len(self.pending) > chained:
             raise RuntimeError("a launched step is not finished yet; finish() it first")
-        B, T = check_tokens(tokens, window or self.cfg.window)
+        B, T = check_tokens(tokens, window or self.cfg.window, device_drafts is True)
         slots = check_slots(slots, B, self._live)
-        if self.lost & set(slots):
-            raise ValueError(f"slots {sorted(self.lost & set(slots))} lost their state in a failed step; free() them")
+        self._check_not_lost(slots)
         self.check_token_ids(tokens)
         return slots, B, T
 
@@ -249,7 +249,7 @@ class ModelRunner(SlotBook):
         after = self._chain_check(slots, device_drafts) if tokens is None else None
         if after is not None:  # a placeholder window of the right shape; the device fills it
             tokens = torch.zeros(len(slots), 1 if device_drafts else after.T, dtype=torch.long)
-        slots, B, T = self._check_step(slots, tokens, 1 if device_drafts else None, chained=after is not None)
+        slots, B, T = self._check_step(slots, tokens, 1 if device_drafts else None, after is not None, device_drafts)
         drafter_window = self.cfg.window if self.drafter is not None else None
         nd, rest = check_acceptance(B, T, num_drafts, rule, prescribed, uniforms, temperature, device_drafts,
                                     drafter_window)  # fmt: skip
@@ -277,6 +277,8 @@ class ModelRunner(SlotBook):
         return step
 
     def _chain_check(self, slots, device_drafts: bool) -> PendingStep:
+        if not isinstance(slots, (list, tuple)):
+            raise ValueError(f"slots must list the rows of the step in flight, got {slots!r:.80}")
         if len(self.pending) != 1:
             raise RuntimeError(f"tokens=None chains to the one step in flight; {len(self.pending)} are in flight")
         after = self.pending[0]

@@ -44,6 +44,11 @@ class SlotBook:
     def _slots(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor(ids, dtype=torch.int32, device=self.device)
 
+    def _check_not_lost(self, slots) -> None:
+        """No slot of ``slots`` lost its state in a failed step (``lost``): such a slot takes only ``free()``."""
+        if self.lost & set(slots):
+            raise ValueError(f"slots {sorted(self.lost & set(slots))} lost their state in a failed step; free() them")
+
     def _check_idle(self, slots) -> None:
         """No slot of ``slots`` is in a step in flight (``step`` not committed, or ``launch`` not finished)."""
         busy = set(self._in_flight[1]) if self._in_flight is not None else set()
@@ -59,6 +64,7 @@ class SlotBook:
             raise ValueError(f"slot={slot!r}: not an allocated slot")
         slot = int(slot)
         self._check_idle([slot])
+        self._check_not_lost([slot])
         s = self._slots([slot])
         gdn = self.pool.offload(s)
         drafter = self.drafter.park(s) if self.drafter is not None else None
@@ -109,6 +115,7 @@ class SlotBook:
         without prefilling it; what the model computes from then on is meaningless."""
         slots = check_slots(slots, len(slots) if isinstance(slots, (list, tuple)) else 0, self._live)
         self._check_idle(slots)
+        self._check_not_lost(slots)
         n = check_count("n", n, 0)
         self.kv.reserve(slots, [self._lens[s] + n + self.cfg.window for s in slots])
         self.kv.lens[self._slots(slots).long()] += n

@@ -123,8 +123,10 @@ class KVCache:
         if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__len__") or len(lengths) != len(slots):
             raise ValueError(f"lengths must list one length per slot ({len(slots)}), got {lengths!r:.80}")
         lengths = [check_count("lengths", n, 0) for n in lengths]
-        if any(n > self.max_len for n in lengths):
-            raise ValueError(f"lengths {list(lengths)} exceed max_len={self.max_len}")
+        over = [(s, n) for s, n in zip(slots, lengths) if n > self.max_len]
+        if over:  # (a runner reserves a slot's committed tokens + the next window, or + pad_kv's n + a window)
+            raise ValueError(f"slots {[s for s, _ in over]} would need {[n for _, n in over]} KV positions (lengths), "
+                             f"past max_len={self.max_len}")  # fmt: skip
         if not self.dynamic:
             return
         need = [(s, self.pages_for(n) - len(self._pages[s])) for s, n in zip(slots, lengths)]

@@ -61,7 +61,7 @@ def test_kv_reserve_refuses_padding_ids_duplicates_and_ragged_lists():
         ([3], [1], "holds 3"),
         ([1, 1], [64, 64], "names a slot twice"),
         ([1, 2], [64], "one length per slot"),
-        ([1], [129], "exceed max_len"),
+        ([1], [129], "past max_len"),
         ([1], [-1], "lengths must be an int >= 0"),
         ([True], [1], "holds True"),
     ):

@@ -1,0 +1,131 @@
+"""A ninth misuse review (2026-12-05, thirtieth session), the engine's part: each test failed before its fix."""
+
+import pytest
+import torch
+
+from replayssm.engine.engine import Engine
+from replayssm.engine.runner import ModelRunner, RunnerConfig
+from replayssm.models.loader import load_model
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model_dir):
+    return load_model(tiny_model_dir).float()
+
+
+def _prompt(n, seed=0):
+    return torch.randint(3, 256, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def _state(r: ModelRunner):
+    """Every tensor of the runner's pool and KV cache, and its host books."""
+    p = r.pool
+    tensors = [p.checkpoint, p.conv_state, r.kv.k, r.kv.v, r.kv.block_table, r.kv.lens]
+    books = (list(r.kv._free), [list(x) for x in r.kv._pages], list(r._lens), set(r._live), set(r.lost))
+    return [t.clone().nan_to_num() for t in tensors], books
+
+
+def _same(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a[0], b[0])) and a[1] == b[1]
+
+
+def _lose(model, r: ModelRunner, slot: int) -> None:
+    """A plain decode on the recurrent backend that fails after the first GDN layers wrote ``slot``'s state in
+    place: the slot is lost (``ModelRunner.lost``)."""
+    layer = model.model.layers[model.config.gdn_layers[-1]].linear_attn
+
+    def boom(*args, **kw):
+        raise RuntimeError("injected")
+
+    layer.forward = boom
+    try:
+        with pytest.raises(RuntimeError, match="injected"):
+            r.step([slot], torch.tensor([[7]]))
+    finally:
+        layer.__dict__.pop("forward", None)
+    assert r.lost == {slot}
+
+
+def _runner(model):
+    return ModelRunner(model, RunnerConfig(backend="recurrent", window=1, max_slots=3, max_len=64, kv_tokens=256,
+                                           page_size=16, cuda_graphs=False))  # fmt: skip
+
+
+def test_a_prefill_naming_a_lost_slot_is_refused_before_it_writes(model):
+    """prefill([b, a]) with ``a`` lost was refused by the pool only at a's prompt-length group, after b's group had
+    been written in full (state, KV pages, lengths); a retry without ``a`` was then refused ("already hold tokens")."""
+    r = _runner(model)
+    a = r.alloc()
+    _lose(model, r, a)
+    b = r.alloc()
+    before = _state(r)
+    with pytest.raises(ValueError, match=rf"slots \[{a}\] lost their state in a failed step; free\(\) them"):
+        r.prefill([b, a], [_prompt(4), _prompt(9, 1)])
+    assert _same(before, _state(r))
+    fresh = _runner(model)
+    c = fresh.alloc()
+    assert torch.equal(r.prefill(b, _prompt(4)), fresh.prefill(c, _prompt(4)))  # the retry: a first attempt's
+
+
+def test_a_lost_slot_cannot_be_offloaded_or_padded_back_to_life(model):
+    """offload() then restore() gave a lost slot a new, live slot whose state nothing vouches for; pad_kv took it."""
+    r = _runner(model)
+    a = r.alloc()
+    _lose(model, r, a)
+    before = _state(r)
+    for call in (lambda: r.offload(a), lambda: r.pad_kv([a], 1)):
+        with pytest.raises(ValueError, match="lost their state in a failed step"):
+            call()
+        assert _same(before, _state(r))
+    r.free(a)  # what a lost slot takes
+    assert not r.lost and r.num_free == 3
+
+
+def test_the_engine_leaves_a_callers_step_alone(model):
+    """With a caller's runner.step() not committed, Engine.step admitted (prefilled) a request before the launch
+    refused, and release() then aborted the caller's step."""
+    r = ModelRunner(model, RunnerConfig(backend="replay", window=2, max_slots=3, max_len=64, cuda_graphs=False))
+    s = r.alloc()
+    r.prefill(s, _prompt(5))
+    r.step([s], torch.tensor([[7, 8]]))  # the caller's, not committed
+    eng = Engine(r, drafter="none")
+    req = eng.add(_prompt(6, 2), 4)
+    before = _state(r)
+    with pytest.raises(RuntimeError, match=r"the runner has a step\(\) of its caller's not committed yet"):
+        eng.step()
+    assert _same(before, _state(r)) and req.slot is None and not req.generated and eng.iteration == 0
+    eng.release()
+    assert r._in_flight is not None and req.done
+    r.commit([2])  # the caller's step is still there to commit
+    assert r.kv_len(s) == 7
+
+
+def test_misuse_messages_name_what_is_wrong(model):
+    """Bools reported as out of range ("[True] are outside [1, 1]"); a device-drafted launch's [B, 2] tokens
+    reported against the runner's window; a chained launch with an int slots failing inside list(); a KV
+    reservation past max_len naming neither the slots nor the call's terms."""
+    r = ModelRunner(model, RunnerConfig(backend="replay", window=2, max_slots=2, max_len=16, cuda_graphs=False))
+    s = r.alloc()
+    r.prefill(s, _prompt(5))
+    r.step([s], torch.tensor([[7, 8]]))
+    with pytest.raises(TypeError, match=r"num_accepted must hold ints, got \[True\]"):
+        r.commit([True])
+    r.commit([1])
+    with pytest.raises(TypeError, match=r"num_drafts must hold ints, got \[True\]"):
+        r.launch([s], torch.tensor([[7, 8]]), [True])
+    with pytest.raises(ValueError, match=r"with device_drafts=True they are \[B, 1\]"):
+        r.launch([s], torch.tensor([[7, 8]]), None, device_drafts=True)
+    with pytest.raises(ValueError, match=r"slots must list the rows of the step in flight, got 0"):
+        r.launch(s, None, [1])
+    with pytest.raises(ValueError, match=rf"slots \[{s}\] would need \[26\] KV positions \(lengths\), past max_len=16"):
+        r.pad_kv([s], 18)
+
+
+def test_generate_names_the_arrival_it_refuses(model):
+    """LLM.generate(arrivals=[0, -1]) said "prompts[1]: arrival=-1": it blamed the prompt, never arrivals."""
+    from replayssm import LLM
+
+    llm = LLM(model, drafter="none", max_slots=2, max_len=64, cuda_graphs=False)
+    for arrivals, shown in (([0, -1], r"arrivals\[1\]=-1"), ([True, 0], r"arrivals\[0\]=True")):
+        with pytest.raises(ValueError, match=shown + ": must be an int >= 0"):
+            llm.generate([_prompt(4), _prompt(5, 1)], max_new_tokens=2, arrivals=arrivals)
