@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -69,6 +70,18 @@ def check_repeated_options(argv: list[str]) -> None:
         raise UsageError(f"{twice[0]}: given {seen[twice[0]]} times; give it once")
 
 
+def _flag_of(argv: list[str], path) -> str:
+    """The flag (with a space after it) whose value ``path`` comes from, or "" (a path too long for the file system
+    reaches ``main`` as an OSError from wherever it was first used)."""
+    for flag, val in zip(argv, argv[1:]):
+        if flag.startswith("--") and val and val in str(path):
+            return f"{flag} "
+    for a in argv:
+        if a.startswith("--") and "=" in a and a.split("=", 1)[1] in str(path):
+            return f"{a.split('=', 1)[0]} "
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -97,3 +110,12 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the interpreter's last flush, too)
         return BROKEN_PIPE
+    except OSError as e:  # (after BrokenPipeError, an OSError too)
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        if debug_enabled(argv):
+            traceback.print_exc()
+        name = str(e.filename)
+        shown = name if len(name) <= 60 else f"{name[:60]}..."
+        return report_usage_error(UsageError(f"{_flag_of(argv, name)}{shown}: a name longer than the file system "
+                                             "takes; give a shorter path"), prog)  # fmt: skip

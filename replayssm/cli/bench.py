@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
                    help="a preset, as in replayssm memory (any case), dense or MoE: its widths, random "
                         "weights")  # fmt: skip
     e.add_argument("--preset", default=None, help=argparse.SUPPRESS)  # the old spelling of --model: refused
-    e.add_argument("--layers", type=integer(1), default=None, metavar="N",
+    e.add_argument("--layers", type=integer(4), default=None, metavar="N",
                    help="keep only the first N layers (4 to the preset's count; default: all)")  # fmt: skip
     e.add_argument("--concurrency", type=integer(1, 8192), nargs="+", default=[1, 8, 32, 64, 128],
                    help="requests decoding at once, one row each")  # fmt: skip

@@ -69,14 +69,21 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 def check_environment(args) -> None:
-    """``REPLAYSSM_IMPL`` (``ops``: unset, auto or triton) before a command that runs kernels (one with ``--device``,
-    or ``bench e2e``): triton on CPU tensors needs Triton's interpreter (``TRITON_INTERPRET=1``), else every kernel
-    would fail with Triton's own "0 active drivers". A ``--device cuda`` without a GPU is the device check's."""
+    """``REPLAYSSM_IMPL`` (``ops``: unset, auto or triton) and the kernels' switches (``replayssm._env.SWITCHES``)
+    before a command that runs kernels (one with ``--device``, or ``bench e2e``): triton on CPU tensors needs
+    Triton's interpreter (``TRITON_INTERPRET=1``), else every kernel would fail with Triton's own "0 active drivers".
+    A ``--device cuda`` without a GPU is the device check's."""
     if not hasattr(args, "device") and getattr(args, "bench", None) != "e2e":
         return  # (memory, bench peers: no kernel runs)
     env = os.environ.get("REPLAYSSM_IMPL", "")
     if env not in ("", "auto", "triton"):
         raise UsageError(f"REPLAYSSM_IMPL={env}: must be unset, auto or triton")
+    from .._env import check_switches
+
+    try:  # the kernels' forced paths (docs/kernels.md): refused here, before any work, not at the first step
+        check_switches()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if env == "triton" and hasattr(args, "device"):
         import torch
 
@@ -90,7 +97,10 @@ def check_environment(args) -> None:
 
 
 def debug_enabled(argv: list[str]) -> bool:
-    return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    """``--debug``, or ``REPLAYSSM_DEBUG`` read as a boolean the way Triton reads its switches (1, true, on, yes)."""
+    from .._env import TRUTHY
+
+    return "--debug" in argv or os.environ.get(DEBUG_ENV, "").lower() in TRUTHY
 
 
 def stem(text: str) -> str:
@@ -168,7 +178,7 @@ def out_file(path, flag: str):
         raise UsageError(f"{flag} -: this command writes its JSON to a file (it prints its report to standard "
                          "output); give a file name")  # fmt: skip
     file = Path(path).expanduser()
-    if file.is_dir():
+    if file.is_dir() or str(path).endswith(("/", os.sep)):  # (Path drops a trailing "/": "x/" would be written as x)
         raise UsageError(f"{flag} {path}: a folder; give a file name (e.g. {Path(path) / 'results.json'})")
     try:
         file.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     d.add_argument("--model", default="tiny",
                    help="'tiny' (the embedded model), a model folder, or a dense preset (qwen3.5-4b, qwen3.5-9b, "
                         "qwen3.5-27b; any case) with --layers: its widths, random weights")  # fmt: skip
-    d.add_argument("--layers", type=integer(1), default=None, metavar="N",
+    d.add_argument("--layers", type=integer(4), default=None, metavar="N",
                    help="with a preset --model: keep its first N layers (4 to the preset's count; required with a "
                         "preset, no default); not with 'tiny' or a folder")  # fmt: skip
     d.add_argument("--tokens", type=integer(1, 1 << 20), default=256,
@@ -51,8 +51,11 @@ def _model_spec(spec: str, layers: int | None) -> str:
     dense = ", ".join(n for n in PRESETS if not preset(n).num_experts)
     if spec.lower().startswith("random:"):  # the old spelling of a preset with random weights
         parts = spec.split(":")
-        name = parts[1].lower() if len(parts) > 1 and parts[1] else "PRESET"
+        name = parts[1].lower() if len(parts) > 1 else ""
         n = parts[2] if len(parts) == 3 and parts[2].isascii() and parts[2].isdigit() else "N"
+        if name not in PRESETS or preset(name).num_experts:  # suggest only what the command takes
+            raise UsageError(f"--model {spec}: random:PRESET:LAYERS is now spelled --model PRESET --layers N, "
+                             f"PRESET a dense preset ({dense})")  # fmt: skip
         raise UsageError(f"--model {spec}: random:PRESET:LAYERS is now spelled --model {name} --layers {n}")
     name = spec.lower()  # any case, as memory's presets and 'tiny'
     if name in PRESETS:

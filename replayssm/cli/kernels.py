@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 
+from .._env import interpreter_requested
 from .common import RESULTS_DIR, UsageError, add_command, integer, number, out_dir, power_of_two, stem
 
 ROOT_HELP = "$REPLAYSSM_PEERS, else .peers/ in the repository"
@@ -88,7 +89,12 @@ def cmd_peers(args) -> int:
             raise UsageError(f"--wheels {w}: a folder without SGLang wheels (sglang-<version>-*.whl)")
     if args.dest is not None and not args.dest.strip():
         raise UsageError("--peers-dir: give a folder, got an empty name")
-    folders = [(f, p) for f, p in (("--peers-dir", args.dest), ("--cache", args.cache if args.download else None)) if p]
+    if args.dest is None:  # the default folder: $REPLAYSSM_PEERS or .peers/, checked as --peers-dir would be
+        env = os.environ.get("REPLAYSSM_PEERS")
+        args.dest, dest_flag = (env, "$REPLAYSSM_PEERS") if env else (None, "--peers-dir")
+    else:
+        dest_flag = "--peers-dir"
+    folders = [(f, p) for f, p in ((dest_flag, args.dest), ("--cache", args.cache if args.download else None)) if p]
     made = [q for _, p in folders for q in _missing(p)]  # removed again when the command fails
     try:
         for flag, path in folders:  # writable, checked (and made) before anything is downloaded
@@ -166,6 +172,9 @@ def cmd_kernels(args) -> int:
         if args.dtype == "bf16":
             raise UsageError("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the peers' kernel files are loaded
+        if not interpreter_requested():
+            raise UsageError(f"TRITON_INTERPRET={os.environ['TRITON_INTERPRET']}: --device cpu runs the peers' kernels "
+                             "in Triton's interpreter; unset it or set it to 1")  # fmt: skip
     _check_tiles(args)
     if args.device == "cpu" and (args.sweep or args.tile):
         raise UsageError(f"{'--sweep' if args.sweep else '--tile'}: times launch shapes in CUDA graphs; needs "

@@ -25,12 +25,11 @@ through the same update, in order).
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
+from .._env import switch
 from ._common import use_triton
 from ._validate import check_flags, check_no_overlap, check_slots, check_tensor, named, values_checkable
 from .ring import Ring, RingCursors
@@ -98,9 +97,7 @@ def fold_phase_pays(batch: int, HV: int, window: int, device: torch.device) -> b
     window of 2 or more never uses it."""
     from .verify_launch import many_waves
 
-    env = os.environ.get("REPLAYSSM_FOLD_PHASE", "")
-    if env not in ("", "0", "1"):
-        raise ValueError(f"REPLAYSSM_FOLD_PHASE must be 0, 1 or unset, got {env!r}")
+    env = switch("REPLAYSSM_FOLD_PHASE")
     if window != 1:
         return False
     if env:

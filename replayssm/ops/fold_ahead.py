@@ -19,11 +19,11 @@ state does not change; only when the fold's arithmetic runs does. ``fold_ahead_p
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import triton.language as tl  # noqa: F401  (the interpreter looks for it in a kernel's globals)
 
+from .._env import switch
 from . import launch
 from ._common import use_triton
 from ._gluon import async_copy, check_interpretable, gl, jit
@@ -170,9 +170,7 @@ def fold_ahead_pays(batch: int, HV: int, window: int, L: int, device: torch.devi
     ``REPLAYSSM_FOLD_AHEAD=0`` / ``=1`` forces either way (benchmarks, tests) at windows of 2 or more."""
     from .verify_launch import ONE_LAUNCH_HISTORY, ONE_LAUNCH_PER_SM
 
-    env = os.environ.get("REPLAYSSM_FOLD_AHEAD", "")
-    if env not in ("", "0", "1"):
-        raise ValueError(f"REPLAYSSM_FOLD_AHEAD must be 0, 1 or unset, got {env!r}")
+    env = switch("REPLAYSSM_FOLD_AHEAD")
     if window < 2:  # (even when forced: a pool never folds ahead of a plain-decode step either)
         return False
     if env:

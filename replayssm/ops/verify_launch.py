@@ -11,11 +11,11 @@ bench/NOTES.md), and the environment switches force them for benchmarks and test
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import triton
 
+from .._env import switch
 from . import launch
 from ._gluon import INTERPRET, gl
 from ._pinned import tile_layout
@@ -142,9 +142,7 @@ def one_launch(BT: int, L: int, programs: int, device: torch.device) -> bool:
     launch / staged / one launch / staged: B=256, L=16 302.4 / 293.6 / 302.3 / 294.0 us; L=32 322.8 / 308.0 / 323.2
     / 308.1; B=128, L=16 156.6 / 151.4 / 156.9 / 151.2; before the fold phase, every row folding in the same step,
     staged was the slower, above). ``REPLAYSSM_VERIFY_ONE_LAUNCH=0`` / ``=1`` forces either (benchmarks, tests)."""
-    env = os.environ.get("REPLAYSSM_VERIFY_ONE_LAUNCH", "")
-    if env not in ("", "0", "1"):
-        raise ValueError(f"REPLAYSSM_VERIFY_ONE_LAUNCH must be 0, 1 or unset, got {env!r}")
+    env = switch("REPLAYSSM_VERIFY_ONE_LAUNCH")
     if env:
         return env == "1"
     if BT > 4 or L * 2 * BT > ONE_LAUNCH_HISTORY:
@@ -158,7 +156,7 @@ def use_tensor_cores(device: torch.device) -> bool:
     """The verify's window dots run on tensor cores (TF32 x 3) on CUDA devices of compute capability >= 8.0;
     ``REPLAYSSM_VERIFY_TC=0`` keeps them on FMA units (a switch for benchmarks and comparisons). In the CPU
     interpreter the tensor-core path runs as an fp32 ``dot``."""
-    if os.environ.get("REPLAYSSM_VERIFY_TC", "1") == "0":
+    if switch("REPLAYSSM_VERIFY_TC") == "0":
         return False
     if device.type != "cuda":
         return True
@@ -184,9 +182,7 @@ def dots_in_fold(staged: bool, tc: bool, pre: bool, rows: int, rows_per_program:
     8 window vectors (``nx``: T <= 4; at T=8 the two blocks' [64, 16] products spill 32-40 bytes under the
     128-register cap, sm_90 builds); elsewhere 0 whatever the switch. Any other value of the switch than 0 to 3 or
     unset raises ``ValueError``."""
-    env = os.environ.get("REPLAYSSM_VERIFY_DIF", "")
-    if env not in ("", "0", "1", "2", "3"):
-        raise ValueError(f"REPLAYSSM_VERIFY_DIF must be 0, 1, 2, 3 or unset, got {env!r}")
+    env = switch("REPLAYSSM_VERIFY_DIF")
     if env == "":
         env = "2" if L <= 16 else "0"
     if env == "0" or not (staged and tc and pre and rows_per_program == 2 * rows and nx <= 8):
@@ -208,9 +204,7 @@ def use_pdl(programs: int, device: torch.device) -> bool:
     path never takes it (``gdn_replay_verify``: a staged main kernel as a dependent of the staging kernel measured
     within 0.7% either way, bench/NOTES.md, eighteenth session); never below compute capability 9.0 nor in the CPU
     interpreter. Any other value raises ``ValueError``."""
-    env = os.environ.get("REPLAYSSM_VERIFY_PDL", "")
-    if env not in ("", "0", "1"):
-        raise ValueError(f"REPLAYSSM_VERIFY_PDL must be 0, 1 or unset, got {env!r}")
+    env = switch("REPLAYSSM_VERIFY_PDL")
     if INTERPRET or device.type != "cuda" or env == "0" or torch.cuda.get_device_capability(device) < (9, 0):
         return False
     return env == "1" or programs < ONE_LAUNCH_PER_SM * launch.sm_count(device)
