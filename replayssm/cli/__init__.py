@@ -51,11 +51,8 @@ def check_top_level_options(argv: list[str]) -> None:
             )
 
 
-ALIASES = {"--dest": "--peers-dir"}  # an option's other spellings (bench peers)
-
-
 def check_repeated_options(argv: list[str]) -> None:
-    """An option given twice (or under its alias too) is refused: argparse keeps the last value silently
+    """An option given twice is refused: argparse keeps the last value silently
     (``--window 4 --window 8``). ``--debug`` may be given before and after the command."""
     seen: dict[str, int] = {}
     for a in argv:
@@ -63,7 +60,6 @@ def check_repeated_options(argv: list[str]) -> None:
             break
         if a.startswith("--") and a != "--debug":
             name = a.split("=", 1)[0]
-            name = ALIASES.get(name, name)
             seen[name] = seen.get(name, 0) + 1
     twice = [n for n, c in seen.items() if c > 1]
     if twice:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -61,9 +62,10 @@ def add_parsers(bench) -> None:
     p.add_argument("--cache", default=None,
                    help="download folder, searched for wheels even without --download "
                    "(default $REPLAYSSM_WHEEL_CACHE or ~/.cache/replayssm/wheels)")  # fmt: skip
-    p.add_argument("--peers-dir", "--dest", dest="dest", default=None,
+    p.add_argument("--peers-dir", dest="dest", default=None,
                    help=f"the peers folder to extract into, as bench kernels --peers-dir reads it (default "
-                        f"{ROOT_HELP}; --dest is the same flag)")  # fmt: skip
+                        f"{ROOT_HELP})")  # fmt: skip
+    p.add_argument("--dest", dest="old_dest", default=None, help=argparse.SUPPRESS)  # the old spelling: refused
     p.add_argument("--releases", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to extract")
 
 
@@ -71,6 +73,8 @@ def cmd_peers(args) -> int:
     from ..bench.peers.sglang import RELEASES, PeerKernelsError, default_root
     from ..bench.peers.sglang.extract import extract_all
 
+    if args.old_dest is not None:
+        raise UsageError(f"--dest {args.old_dest}: now spelled --peers-dir {args.old_dest}")
     unknown = [v for v in args.releases if v not in RELEASES]
     if unknown:
         raise UsageError(f"--releases: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)}")

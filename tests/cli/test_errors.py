@@ -90,7 +90,7 @@ CASES = [
     (["bench", "kernels", "--device", "cpu", "--sweep"], "--sweep", "expected at least one argument"),
     (["bench", "kernels", "--device", "cpu", "--peers", "none", "0.5.23"], "--peers", "'none' stands alone"),
     (["bench", "peers", "--peers-dir", "/proc/x"], "--peers-dir /proc/x", "cannot write a folder there"),
-    (["bench", "peers", "--dest", "/proc/x"], "--peers-dir /proc/x", "cannot write a folder there"),  # its old name
+    (["bench", "peers", "--dest", "/proc/x"], "--dest /proc/x", "now spelled --peers-dir /proc/x"),  # its old name
     (["bench", "e2e", "--draft-vocab", "8"], "--draft-vocab", "only for --modes replay-mtp"),
     (["demo", "--max-new-tokens", "0"], "--max-new-tokens", "from 1 to 4096"),
     (["demo", "--layer", "--window", "9", "--ring", "16"], "--ring 16", "at least 2 x --window = 18"),

@@ -68,7 +68,7 @@ def test_llm_refuses_a_ring_without_a_replay_pool_and_points_tiny_at_the_embedde
 @pytest.mark.parametrize("argv, flag", [
     (["demo", "--window", "4", "--window", "8"], "--window"),
     (["memory", "--model", "tiny", "--context=8", "--context", "16"], "--context"),
-    (["bench", "peers", "--peers-dir", "a", "--dest", "b"], "--peers-dir"),
+    (["bench", "peers", "--peers-dir", "a", "--peers-dir", "b"], "--peers-dir"),
 ])  # fmt: skip
 def test_an_option_given_twice_is_refused(argv, flag, capsys, tmp_path, monkeypatch):
     """argparse kept the last value silently."""
