@@ -47,26 +47,26 @@ def gemm_fn(rows):
     return run
 
 
+def launch(items, main) -> None:
+    """One repetition: every (graph, stream) of ``items`` launched after ``main``'s work, then joined into it."""
+    for g, s in items:
+        s.wait_stream(main)
+        with torch.cuda.stream(s):
+            g.replay()
+    for _, s in items:
+        main.wait_stream(s)
+
+
 def timed(items, reps=30):
     """ms per repetition of launching every (graph, stream) of ``items`` together, joined each repetition."""
     main = torch.cuda.current_stream()
     for _ in range(3):
-        for g, s in items:
-            s.wait_stream(main)
-            with torch.cuda.stream(s):
-                g.replay()
-        for _, s in items:
-            main.wait_stream(s)
+        launch(items, main)
     torch.cuda.synchronize()
     t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     t0.record(main)
     for _ in range(reps):
-        for g, s in items:
-            s.wait_stream(main)
-            with torch.cuda.stream(s):
-                g.replay()
-        for _, s in items:
-            main.wait_stream(s)
+        launch(items, main)
     t1.record(main)
     torch.cuda.synchronize()
     return t0.elapsed_time(t1) / reps
