@@ -67,15 +67,17 @@ def check_repeated_options(argv: list[str]) -> None:
 
 
 def _flag_of(argv: list[str], path) -> str:
-    """The flag (with a space after it) whose value ``path`` comes from, or "" (a path too long for the file system
-    reaches ``main`` as an OSError from wherever it was first used)."""
-    for flag, val in zip(argv, argv[1:]):
-        if flag.startswith("--") and val and val in str(path):
-            return f"{flag} "
-    for a in argv:
-        if a.startswith("--") and "=" in a and a.split("=", 1)[1] in str(path):
-            return f"{a.split('=', 1)[0]} "
-    return ""
+    """The flag (with a space after it) whose value ``path`` is, or lies under, the longest such value; or "" (a
+    path too long for the file system reaches ``main`` as an OSError from wherever it was first used)."""
+    pairs = [(f, v) for f, v in zip(argv, argv[1:]) if f.startswith("--") and "=" not in f and v]
+    pairs += [tuple(a.split("=", 1)) for a in argv if a.startswith("--") and "=" in a]
+    path = str(path)
+    hits = []
+    for f, v in pairs:
+        full = os.path.expanduser(v)
+        if path in (v, full) or path.startswith(full.rstrip("/") + "/"):
+            hits.append((len(v), f))
+    return f"{max(hits)[1]} " if hits else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         if debug_enabled(argv):
             traceback.print_exc()
-        name = str(e.filename)
+        name = str(e.filename) if e.filename is not None else "a path"
         shown = name if len(name) <= 60 else f"{name[:60]}..."
         return report_usage_error(UsageError(f"{_flag_of(argv, name)}{shown}: a name longer than the file system "
                                              "takes; give a shorter path"), prog)  # fmt: skip

@@ -56,6 +56,9 @@ def _model_spec(spec: str, layers: int | None) -> str:
         if name not in PRESETS or preset(name).num_experts:  # suggest only what the command takes
             raise UsageError(f"--model {spec}: random:PRESET:LAYERS is now spelled --model PRESET --layers N, "
                              f"PRESET a dense preset ({dense})")  # fmt: skip
+        most = preset(name).num_layers
+        if n == "N" or not 4 <= int(n) <= most:
+            n = f"N (4 to {most})"
         raise UsageError(f"--model {spec}: random:PRESET:LAYERS is now spelled --model {name} --layers {n}")
     name = spec.lower()  # any case, as memory's presets and 'tiny'
     if name in PRESETS:

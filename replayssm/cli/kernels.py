@@ -103,7 +103,8 @@ def cmd_peers(args) -> int:
     try:
         for flag, path in folders:  # writable, checked (and made) before anything is downloaded
             out_dir(path, flag)
-        done = extract_all([RELEASES[v] for v in args.releases], args.dest or default_root(), wheels=args.wheels,
+        root = Path(args.dest).expanduser() if args.dest else default_root()  # (bash leaves --peers-dir=~/x as is)
+        done = extract_all([RELEASES[v] for v in args.releases], root, wheels=args.wheels,
                            download=args.download, cache=args.cache)  # fmt: skip
     except (PeerKernelsError, UsageError) as e:
         for q in sorted(made, key=lambda q: -len(q.parts)):
@@ -175,7 +176,8 @@ def cmd_kernels(args) -> int:
     if args.device == "cpu":
         if args.dtype == "bf16":
             raise UsageError("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # before the peers' kernel files are loaded
+        if not os.environ.get("TRITON_INTERPRET"):  # unset or empty: on, before the peers' kernel files are loaded
+            os.environ["TRITON_INTERPRET"] = "1"
         if not interpreter_requested():
             raise UsageError(f"TRITON_INTERPRET={os.environ['TRITON_INTERPRET']}: --device cpu runs the peers' kernels "
                              "in Triton's interpreter; unset it or set it to 1")  # fmt: skip

@@ -39,7 +39,17 @@ class RequestControl:
     def release(self) -> None:
         """Give back everything the engine's unfinished requests hold (slots, parked state) and mark them done
         with an error; the steps in flight, if any, are finished first (their tokens emitted). The runner is left
-        as if they never ran. A step of the runner's that the engine did not start is left to its caller."""
+        as if they never ran. A step of the runner's that the engine did not start is left to its caller; if it
+        holds slots of the engine's requests, nothing is released (``RuntimeError``): commit or abort it first."""
+        foreign = set(self.runner._in_flight[1]) if self.runner._in_flight is not None else set()
+        own = [p for p, _ in self._steps]
+        for p in self.runner.pending:
+            if all(p is not q for q in own):
+                foreign.update(p.slots)
+        held = sorted(foreign & {r.slot for r in self.requests if not r.done and r.slot is not None})
+        if held:
+            raise RuntimeError(f"slots {held} of this engine's requests are in a step the engine did not start; "
+                               "commit() or abort() it (or finish() it) before release()")  # fmt: skip
         self.drain()
         for r in self.requests:
             if not r.done:
@@ -91,5 +101,5 @@ class RequestControl:
                                "before the engine steps")  # fmt: skip
         own = [p for p, _ in self._steps]
         if any(all(p is not q for q in own) for p in self.runner.pending):
-            raise RuntimeError("the runner has a launched step that is not the engine's; finish() it before the "
-                               "engine steps")  # fmt: skip
+            raise RuntimeError("the runner has a launched step that is not the engine's; the engine steps only a "
+                               "runner whose steps in flight are its own")  # fmt: skip

@@ -82,3 +82,42 @@ def test_debug_off_reads_as_off(monkeypatch, capsys):
     monkeypatch.setenv("REPLAYSSM_DEBUG", "yes")
     assert main(["memory", "--model", "tiny", "--tp", "3"]) == 2
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["memory", "--model", "tiny", "--json", f"/tmp/tiny_{LONG}.json"], "--json"),
+    (["memory", "--tp", "1", "--model", "tiny", "--json", f"/tmp/run1_{LONG}.json"], "--json"),
+    (["memory", "--json", f"~/{LONG}.json", "--model", "tiny"], "--json"),
+])  # fmt: skip
+def test_the_flag_named_for_a_path_too_long_is_the_one_it_came_from(argv, flag, capsys):
+    """A review found the first flag whose value was a substring of the path named instead (--model tiny,
+    --debug's next word), and none for a path given with ~."""
+    assert main(argv) == 2
+    assert_one_line_error(capsys.readouterr(), f"{flag} ", "a name longer than the file system takes")
+
+
+def test_a_switch_is_not_taken_for_a_flag_with_a_value():
+    """--debug (a switch) took the next word ("memory") for its value, a substring of the path."""
+    from replayssm.cli import _flag_of
+
+    path = f"/tmp/memory-{LONG}.json"
+    assert _flag_of(["--debug", "memory", "--model", "tiny", "--json", path], path) == "--json "
+    assert _flag_of(["--debug", "memory"], path) == ""
+
+
+def test_a_peers_folder_with_a_tilde_is_expanded(tmp_path, monkeypatch):
+    """$REPLAYSSM_PEERS='~/p' (and --peers-dir=~/p, which bash leaves as is) extracted into ./~/p."""
+    from replayssm.bench.peers.sglang import extract
+
+    seen = []
+    monkeypatch.setattr(extract, "extract_all", lambda releases, root, **kw: seen.append(root) or {})
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    for env, argv in (("~/p", []), (None, ["--peers-dir=~/q"])):
+        if env:
+            monkeypatch.setenv("REPLAYSSM_PEERS", env)
+        else:
+            monkeypatch.delenv("REPLAYSSM_PEERS")
+        main(["bench", "peers", *argv])
+    assert [str(r) for r in seen] == [str(tmp_path / "p"), str(tmp_path / "q")]
+    assert not (tmp_path / "~").exists()

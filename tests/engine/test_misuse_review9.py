@@ -129,3 +129,20 @@ def test_generate_names_the_arrival_it_refuses(model):
     for arrivals, shown in (([0, -1], r"arrivals\[1\]=-1"), ([True, 0], r"arrivals\[0\]=True")):
         with pytest.raises(ValueError, match=shown + ": must be an int >= 0"):
             llm.generate([_prompt(4), _prompt(5, 1)], max_new_tokens=2, arrivals=arrivals)
+
+
+def test_release_refuses_while_a_callers_step_holds_an_engine_slot(model):
+    """release() raised from runner.free half-way (a request given up, the next left allocated) when a caller's
+    uncommitted step held one of the engine's slots; it now refuses before anything changes."""
+    r = ModelRunner(model, RunnerConfig(backend="replay", window=2, max_slots=3, max_len=64, cuda_graphs=False))
+    eng = Engine(r, drafter="none", overlap=False)
+    a, b = eng.add(_prompt(5), 6), eng.add(_prompt(6, 1), 6)
+    eng.step()
+    r.step([a.slot], torch.tensor([[7, 8]]))  # the caller's, on the engine's slot
+    before = (_state(r), [(q.slot, q.done, list(q.generated)) for q in (a, b)])
+    with pytest.raises(RuntimeError, match=rf"slots \[{a.slot}\] of this engine's requests are in a step"):
+        eng.release()
+    assert _same(before[0], _state(r)) and before[1] == [(q.slot, q.done, list(q.generated)) for q in (a, b)]
+    r.abort()
+    eng.release()
+    assert a.done and b.done and r.num_free == 3
