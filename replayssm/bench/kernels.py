@@ -106,7 +106,7 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
     print(f"copy bandwidth (read + write): {bw / 1e12:.3f} TB/s | {len(grid)} points, geometry {cfg.geo}, "
           f"{str(cfg.dtype).removeprefix('torch.')}", flush=True)  # fmt: skip
     payload = {"env": env, "bandwidth": bw, "config": asdict(cfg), "impls": impls, "points": [], "skipped": [],
-               "dropped": [{"T": T, "L": L} for T, L in cfg.dropped()]}  # fmt: skip
+               "dropped": [{"T": T, "L": L} for T, L in cfg.dropped()], "complete": False}  # fmt: skip
     if cfg.dropped():
         pairs = ", ".join(f"T={T} L={L}" for T, L in cfg.dropped())
         print(f"note: not timed: {pairs} (a ring holds at least 2T records; the JSON lists them as dropped)",
@@ -127,6 +127,7 @@ def run_kernel_bench(cfg: KernelBenchConfig, out_dir, *, tag: str = "kernels", p
                 _plot(out_dir / f"{tag}.png", payload["points"], impls, env)
     payload["table"] = format_table(payload["points"], table_columns(impls))
     payload["wall_s"] = time.perf_counter() - t_start
+    payload["complete"] = True  # (written after every point: an interrupted run leaves its points, marked false)
     write_json(out_dir / f"{tag}.json", payload)
     if payload["points"]:
         _plot(out_dir / f"{tag}.png", payload["points"], impls, env)

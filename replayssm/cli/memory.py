@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
         const="-",
         default=None,
         metavar="FILE",
-        help="the plan as JSON instead of the table: printed, or written to FILE (as demo --json FILE)",
+        help="the plan as JSON instead of the table: printed (no FILE, or -), or written to FILE (as demo --json FILE)",
     )
 
 

@@ -135,6 +135,25 @@ def test_run_writes_json_keys_table_and_png(tmp_path):
     assert saved["impls"] == [OURS, "sglang-9.9"] and "9.9" in saved["env"]["sglang"]
     assert all(t in payload["table"] for t in ("rep 9.9", "fold/rec ours", "x best sgl", "rec/sgl"))
     assert (tmp_path / "kernels.png").stat().st_size > 0
+    assert saved["complete"] is True
+
+
+def test_an_interrupted_run_leaves_its_points_marked_incomplete(tmp_path):
+    """The JSON is rewritten after every point; an interrupted run's file looked like a finished one."""
+    cfg = config(windows=(1,), rings=(4,), batches=(1, 2))
+    backends = fake_backends()
+    calls = []
+
+    def interrupt_second(T):
+        calls.append(T)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return backends(T)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_kernel_bench(cfg, tmp_path, peers={}, timer=FakeTimer(), bandwidth=1e12, backends=interrupt_second)
+    saved = json.loads((tmp_path / "kernels.json").read_text())
+    assert saved["complete"] is False and [(p["T"], p["B"]) for p in saved["points"]] == [(1, 1)]
 
 
 def test_max_seconds_skips_points(tmp_path):
