@@ -306,6 +306,16 @@ def add_command(sub, name: str, help: str, fn) -> argparse.ArgumentParser:
     return p
 
 
+def note_shadowed(text: str, flag: str = "--model") -> None:
+    """A name taken as a preset or as 'tiny' while a folder of that name is here too: say which was taken (stderr)."""
+    from pathlib import Path
+
+    if Path(text).expanduser().is_dir():
+        what = "the embedded model" if text.lower() == "tiny" else "the preset"
+        print(f"note: {flag} {text} is {what}, not the folder {text}/ here; write ./{text} for the folder",
+              file=sys.stderr)  # fmt: skip
+
+
 def model_folder(text: str, flag: str = "--model"):
     """A Hugging Face model folder (config.json, *.safetensors, tokenizer.json); a path to its config.json is
     refused with the folder to pass instead."""

@@ -15,6 +15,7 @@ from .common import (
     integer,
     model_files,
     model_folder,
+    note_shadowed,
     out_dir,
     power_of_two,
 )
@@ -73,11 +74,13 @@ def _model_spec(spec: str, layers: int | None) -> str:
             preset_config(name, layers)
         except ValueError as e:
             raise UsageError(f"--model {spec} --layers {layers}: {e}") from None
+        note_shadowed(spec)
         return name
     if layers is not None:
         raise UsageError(f"--layers {layers}: only with a preset --model ({dense}); 'tiny' and a model folder keep "
                          "their own layers: drop it")  # fmt: skip
     if name == "tiny":
+        note_shadowed(spec)
         return "tiny"
     model_files(model_folder(spec), spec)  # load_drift_model reads both
     return spec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import UsageError, add_command, check_ring, integer, number, out_file, power_of_two
+from .common import UsageError, add_command, check_ring, integer, note_shadowed, number, out_file, power_of_two
 
 MAX_CONTEXT = 1 << 24  # tokens: a sanity bound, far above the context length of any published config
 
@@ -40,6 +40,8 @@ def load_config(text: str):
     from ..models.config import ModelConfig
     from ..models.presets import PRESETS, preset
 
+    if text.lower() in PRESETS or text.lower() == "tiny":
+        note_shadowed(text)
     if text.lower() in PRESETS:
         return text.lower(), preset(text.lower())
     if text.lower() == "tiny":  # the embedded model, as for generate and drift (a folder named tiny is ./tiny)

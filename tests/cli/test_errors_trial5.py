@@ -121,3 +121,13 @@ def test_a_peers_folder_with_a_tilde_is_expanded(tmp_path, monkeypatch):
         main(["bench", "peers", *argv])
     assert [str(r) for r in seen] == [str(tmp_path / "p"), str(tmp_path / "q")]
     assert not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("name, what", [("qwen3.5-4b", "the preset"), ("tiny", "the embedded model")])
+def test_a_folder_named_as_a_preset_is_mentioned(name, what, tmp_path, monkeypatch, capsys):
+    """With a folder ./qwen3.5-4b here, memory --model qwen3.5-4b took the preset without a word."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).mkdir()
+    assert main(["memory", "--model", name]) == 0
+    err = capsys.readouterr().err
+    assert f"note: --model {name} is {what}, not the folder {name}/ here; write ./{name} for the folder" in err
