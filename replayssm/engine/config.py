@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from ..models.model import HybridLM
-from ..ops.ring import ring_length_for
+from ..ops.ring import MAX_RING_LEN, ring_length_for
 from ..state import PoolConfig
 from ..state.backend import Parked
 from ..state.config import BACKENDS
@@ -22,16 +22,16 @@ GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 @dataclass(frozen=True)
 class RunnerConfig:
     """``window`` = T (last accepted token + drafts; 1 = plain decode only). ``ring_len``: the replay backend's ring
-    length L, a power of two >= 2 * window, taken as given (as ``PoolConfig.ring_len`` and the CLI's ``--ring``);
-    None (default) derives it, ``ring_length_for(window)``: 16, or the least power of two >= 2 * window (stored
-    resolved, so equal configs compare equal). ``validate``: the pool's host-side protocol checks (turned off
-    automatically with CUDA graphs). ``shadow_backend``: a second pool fed the same inputs (``LockstepPool``),
-    for bitwise checks. ``kv_tokens``: paged KV memory shared by all slots, in tokens (None: ``max_len`` for
-    every slot); ``page_size``: a KV cache page, in tokens. ``device_drafter="mtp"``: draft inside the step with
-    the model's MTP head (window >= 2); ``draft_head``: that drafter's LM head, "model", "fp8" or "auto";
-    ``draft_vocab``: the tokens it may draft, None (all), an int N (the N lowest ids) or a tuple of token ids
-    (``engine/draft_head.py``; any sequence or 1-d tensor is stored as a tuple). Errors name the field as the
-    caller passed it (``window=``, ...)."""
+    length L, a power of two from 2 * window to 65,536 (``ops.ring.MAX_RING_LEN``), taken as given (as
+    ``PoolConfig.ring_len`` and the CLI's ``--ring``); None (default) derives it, ``ring_length_for(window)``: 16,
+    or the least power of two >= 2 * window (stored resolved, so equal configs compare equal). ``validate``: the
+    pool's host-side protocol checks (turned off automatically with CUDA graphs). ``shadow_backend``: a second pool
+    fed the same inputs (``LockstepPool``), for bitwise checks. ``kv_tokens``: paged KV memory shared by all slots,
+    in tokens (None: ``max_len`` for every slot); ``page_size``: a KV cache page, in tokens.
+    ``device_drafter="mtp"``: draft inside the step with the model's MTP head (window >= 2); ``draft_head``: that
+    drafter's LM head, "model", "fp8" or "auto"; ``draft_vocab``: the tokens it may draft, None (all), an int N (the
+    N lowest ids) or a tuple of token ids (``engine/draft_head.py``; any sequence or 1-d tensor is stored as a
+    tuple). Errors name the field as the caller passed it (``window=``, ...)."""
 
     backend: str = "replay"
     max_slots: int = 16
@@ -65,9 +65,9 @@ class RunnerConfig:
             val = getattr(self, name)
             if val & (val - 1):
                 raise ValueError(f"{name}={val}: must be a power of two")
-        if self.ring_len < 2 * self.window:
-            raise ValueError(f"ring_len={self.ring_len}: must be >= 2 * window = {2 * self.window} (or None: derived "
-                             "from the window)")  # fmt: skip
+        if not 2 * self.window <= self.ring_len <= MAX_RING_LEN:
+            raise ValueError(f"ring_len={self.ring_len}: must be from 2 * window = {2 * self.window} to {MAX_RING_LEN} "
+                             "(or None: derived from the window)")  # fmt: skip
         if self.kv_tokens is not None and (not is_int(self.kv_tokens) or self.kv_tokens < 1):
             raise ValueError(f"kv_tokens={self.kv_tokens!r}: must be a positive int or None")
         for name in ("backend", "shadow_backend"):

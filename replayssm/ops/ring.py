@@ -120,6 +120,9 @@ class RingCursors:
         return cls(z(), z(), z(), z(), z(), L, window)
 
 
+MAX_RING_LEN = 1 << 16  # a ring's records, at most (the CLI's --ring takes the same; cursors count in int32)
+
+
 def ring_length_for(window: int, at_least: int = 16) -> int:
     """The ring length a pool uses for windows of ``window`` tokens: the smallest power of two that is
     >= 2 * window and >= ``at_least`` (itself rounded up to a power of two)."""

@@ -9,7 +9,7 @@ import torch
 from ..ops._common import IMPLS
 from ..ops._ints import is_int
 from ..ops._validate import ACT_DTYPES
-from ..ops.ring import ring_length_for
+from ..ops.ring import MAX_RING_LEN, ring_length_for
 from ..ops.shape import GDNShape, head_dim_error
 
 BACKENDS = ("replay", "recurrent")
@@ -20,8 +20,8 @@ class PoolConfig:
     """Geometry and policy of a ``GDNStatePool`` (all GDN layers of one model, one device).
 
     ``K`` and ``V`` are powers of two >= 16 (the kernels' head dims). ``window`` is T (last accepted token +
-    drafts); ``ring_len`` L (replay backend only; a power of two >= 2T; default ``ring_length_for(window)``, the
-    smallest such length >= 16); ``max_batch`` bounds the
+    drafts); ``ring_len`` L (replay backend only; a power of two from 2T to ``MAX_RING_LEN``, 65,536; default
+    ``ring_length_for(window)``, the smallest such length >= 16); ``max_batch`` bounds the
     rows of one step (default ``num_slots``: a step's calls and its ``commit``/``abort``; the calls outside a step,
     ``free``, ``flush``, ``fork`` and the like, take any number of slots) and sizes the recurrent backend's
     snapshot scratch and both backends' conv scratch. ``conv_channels`` defaults to the q/k/v width
@@ -69,10 +69,11 @@ class PoolConfig:
         if self.ring_len is None:  # derived, so equal configs compare equal however they were written
             object.__setattr__(self, "ring_len", ring_length_for(self.window))
         _positive_int("ring_len", self.ring_len, "or None")
-        if self.ring_len & (self.ring_len - 1) or self.ring_len < 2 * self.window:
-            why = "is not a power of two" if self.ring_len & (self.ring_len - 1) else "is below 2 * window"
-            raise ValueError(f"PoolConfig.ring_len={self.ring_len} {why}: it must be a power of two >= 2 * window = "
-                             f"{2 * self.window} (leave it None to derive it from the window)")  # fmt: skip
+        L, lo = self.ring_len, 2 * self.window
+        if L & (L - 1) or not lo <= L <= MAX_RING_LEN:
+            why = "is not a power of two" if L & (L - 1) else "is below 2 * window" if L < lo else "is too long"
+            raise ValueError(f"PoolConfig.ring_len={L} {why}: it must be a power of two from 2 * window = {lo} to "
+                             f"{MAX_RING_LEN} (leave it None to derive it from the window)")  # fmt: skip
         if self.dtype not in ACT_DTYPES:
             raise TypeError(f"PoolConfig.dtype must be one of {_names(ACT_DTYPES)} (the activation dtype), "
                             f"got {self.dtype!r}")  # fmt: skip

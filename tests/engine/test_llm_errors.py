@@ -27,6 +27,15 @@ def test_window_is_bounded_as_the_cli_bounds_it():
         LLM(TINY_MODEL, window=200)
 
 
+def test_ring_len_is_bounded_before_the_load(monkeypatch):
+    """ring_len=2**40 loaded the model, then failed in the ring cursors with a message naming neither."""
+    import replayssm.engine.llm as llm_module
+
+    monkeypatch.setattr(llm_module, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    with pytest.raises(ValueError, match="ring_len=1099511627776: must be from 2 \\* window = 8 to 65536"):
+        LLM(TINY_MODEL, ring_len=1 << 40)
+
+
 def test_max_len_is_bounded_by_max_position_embeddings():
     with pytest.raises(ValueError, match="max_len=100000000000: .*max_position_embeddings=4096"):
         LLM(TINY_MODEL, max_len=10**11)

@@ -221,7 +221,7 @@ def test_parked_slots_check_their_tensors(backend):
         (dict(ring_len=12), "PoolConfig.ring_len=12 is not a power of two: it must be a power of two"),
         (
             dict(window=5, ring_len=8),
-            "PoolConfig.ring_len=8 is below 2 \\* window: it must be a power of two >= 2 \\* window = 10",
+            "PoolConfig.ring_len=8 is below 2 \\* window: it must be a power of two from 2 \\* window = 10 to 65536",
         ),
         (dict(device="gpu0"), "PoolConfig.device 'gpu0' is not a device"),
         (dict(validate="yes"), "PoolConfig.validate must be a bool"),
