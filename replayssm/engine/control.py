@@ -10,7 +10,7 @@ from .requests import Request
 
 class RequestControl:
     """Request lifecycle calls for ``Engine`` (which sets ``runner``, ``requests``, ``window``, ``kv_budget`` and
-    provides ``drain``, ``_free_slot`` and ``_give_up``)."""
+    provides ``drain`` and ``_free_slot``)."""
 
     def add(self, prompt: list[int], max_new_tokens: int, arrival: int = 0) -> Request:
         """Queue a request: ``prompt`` a non-empty list of token ids in [0, vocab); it joins at engine iteration
@@ -103,3 +103,21 @@ class RequestControl:
         if any(all(p is not q for q in own) for p in self.runner.pending):
             raise RuntimeError("the runner has a launched step that is not the engine's; the engine steps only a "
                                "runner whose steps in flight are its own")  # fmt: skip
+
+    def _give_up(self, r: Request, e: BaseException) -> None:
+        """Release what ``r`` holds and mark it done with the reason."""
+        if r.slot is not None:
+            self._free_slot(r.slot)
+        r.slot, r.parked, r.done = None, None, True
+        r.error = f"{type(e).__name__}: {e}"
+
+    def _unadmit(self, new: list[Request], e: BaseException) -> None:
+        """Requests whose admission (slot, prefill, first token) failed with ``e``: an interrupt (Ctrl-C) leaves them
+        waiting, their slots freed, so that a retry prefills them afresh as a first try would; any other failure
+        gives them up with the reason."""
+        for r in new:
+            if not isinstance(e, KeyboardInterrupt):
+                self._give_up(r, e)
+            elif r.slot is not None:
+                self._free_slot(r.slot)
+                r.slot = None

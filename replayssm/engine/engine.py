@@ -36,7 +36,8 @@ class Engine(RequestControl):
     says whether it applies; docs/engine.md). ``self.drafter`` is the host drafter, or None where there is none:
     plain decoding, or the runner's device drafter (``self.on_device``; ``LLM.drafter`` names it "mtp").
 
-    Failures: a request whose prefill fails is given up (``error`` set, its slot freed); a batch step that fails
+    Failures: a request whose prefill fails is given up (``error`` set, its slot freed), but for an interrupt
+    (Ctrl-C), which leaves it waiting to be prefilled afresh by the next ``step``; a batch step that fails
     is aborted (no request moves; requests whose state it destroyed, a recurrent backend's in-place decode
     failing half-way, are given up) and the exception propagates; ``release()`` gives back everything the
     engine's requests hold. The engine stays usable after any of them, and ``step`` raises instead of idling
@@ -132,24 +133,18 @@ class Engine(RequestControl):
         new = [r for r in taken if r.slot is None]
         if not new:
             return
+        gen = self.gen.get_state()
         try:  # a request that fails here gives back its slot (and KV pages) and is marked done with the reason
             for r in new:
                 r.slot = self.runner.alloc()
             logits = self.runner.prefill([r.slot for r in new], [r.prompt for r in new])
             first = [self._pick(row) for row in logits]
         except BaseException as e:
-            for r in new:
-                self._give_up(r, e)
+            self._unadmit(new, e)
+            self.gen.set_state(gen)
             raise
         for r, t in zip(new, first):
             self._emit(r, [t])
-
-    def _give_up(self, r: Request, e: BaseException) -> None:
-        """Release what ``r`` holds and mark it done with the reason."""
-        if r.slot is not None:
-            self._free_slot(r.slot)
-        r.slot, r.parked, r.done = None, None, True
-        r.error = f"{type(e).__name__}: {e}"
 
     def step(self) -> bool:
         """One engine iteration. Returns False when nothing is left to do; raises ``RuntimeError`` when requests

@@ -129,6 +129,7 @@ class LLM:
                                           device_drafter="mtp" if drafter == "mtp" else None)  # fmt: skip
         self.runner = ModelRunner(self.model, self.runner_config)
         self.lockstep_checks = 0
+        self._unreleased: Engine | None = None  # an engine of generate() whose clean-up did not finish
 
     def encode(self, text: str) -> list[int]:
         """``text`` as token ids (the model folder's tokenizer.json)."""
@@ -188,7 +189,8 @@ class LLM:
 
         ``prompts``: a str (one prompt: the result is a list of one), a list of str, or a list of token-id
         lists (ints in [0, vocab)). Everything is checked before any request starts; if generation fails, every
-        slot and parked state the call held is given back before the exception propagates."""
+        slot and parked state the call held is given back before the exception propagates (if that clean-up is
+        itself interrupted, the next call finishes it first)."""
         ids = self._prompt_ids(prompts)
         max_new_tokens = check_positive_int("max_new_tokens", max_new_tokens)
         check_temperature(temperature)
@@ -202,6 +204,9 @@ class LLM:
         bad = [i for i, a in enumerate(arrivals or ()) if not is_int(a) or a < 0]
         if bad:
             raise ValueError(f"arrivals[{bad[0]}]={arrivals[bad[0]]!r}: must be an int >= 0 (an engine iteration)")
+        if self._unreleased is not None:  # a call whose clean-up was interrupted (a second Ctrl-C): finish it now
+            self._unreleased.release()
+            self._unreleased = None
         eng = self.engine(temperature=temperature, seed=seed, ignore_eos=ignore_eos)
         if self.runner_config.shadow_backend is not None:
             eng.overlap = False  # every step committed before the next starts: the two pools can be compared
@@ -216,7 +221,9 @@ class LLM:
             self.lockstep_checks = 0  # (once every request is taken: a refused call leaves the last count)
             reqs = eng.run()
         except BaseException:
+            self._unreleased = eng  # until its release() has run to the end
             eng.release()
+            self._unreleased = None
             raise
         return [Output(r.generated, self.decode(r.generated) if self.tokenizer else None, r.steps, r.accepted)
                 for r in reqs]  # fmt: skip

@@ -146,3 +146,52 @@ def test_release_refuses_while_a_callers_step_holds_an_engine_slot(model):
     r.abort()
     eng.release()
     assert a.done and b.done and r.num_free == 3
+
+
+def test_an_interrupt_during_admission_leaves_the_requests_waiting(model):
+    """A Ctrl-C in the engine's prefill gave its requests up for good (done, the error recorded): a retried step
+    then had nothing to do. They now wait, their slots freed, and a retry gives a first attempt's tokens."""
+    from replayssm import LLM
+
+    llm = LLM(model, drafter="ngram", window=4, max_slots=3, max_len=64, cuda_graphs=False)
+    prompts = [_prompt(6), _prompt(9, 1)]
+    ref = [o.token_ids for o in llm.generate(prompts, 8)]
+    eng = llm.engine()
+    reqs = [eng.add(p, 8) for p in prompts]
+    real = llm.runner.prefill
+
+    def interrupted(*args, **kw):
+        llm.runner.prefill = real
+        raise KeyboardInterrupt("ctrl-c during prefill")
+
+    llm.runner.prefill = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        eng.step()
+    assert [(r.done, r.slot, r.error) for r in reqs] == [(False, None, None)] * 2 and llm.runner.num_free == 3
+    eng.run()
+    assert [r.generated for r in reqs] == ref
+
+
+def test_generate_interrupted_again_in_its_clean_up_is_finished_by_the_next_call(model):
+    """A second Ctrl-C landing in generate's clean-up left slots taken and steps in flight of an engine nobody could
+    reach: every later generate raised ("a launched step that is not the engine's")."""
+    from replayssm import LLM
+
+    llm = LLM(model, drafter="none", max_slots=3, max_len=64, cuda_graphs=False)
+    prompts = [_prompt(5), _prompt(7, 1), _prompt(4, 2)]
+    ref = [o.token_ids for o in llm.generate(prompts, 12)]
+    real, calls = llm.runner.finish, []
+
+    def finish(step):  # the 3rd wait is interrupted, and the 4th, inside release()'s drain
+        calls.append(1)
+        if len(calls) in (3, 4):
+            raise KeyboardInterrupt(f"ctrl-c #{len(calls)}")
+        return real(step)
+
+    llm.runner.finish = finish
+    with pytest.raises(KeyboardInterrupt, match="ctrl-c #4"):
+        llm.generate(prompts, 12)
+    assert llm.runner.num_free < 3 or llm.runner.pending  # the clean-up did not finish
+    llm.runner.finish = real
+    assert [o.token_ids for o in llm.generate(prompts, 12)] == ref
+    assert llm.runner.num_free == 3 and not llm.runner.pending
