@@ -43,6 +43,8 @@ def check_token_ids(ids, vocab: int, name: str = "token ids") -> None:
     if isinstance(ids, torch.Tensor):
         if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
             raise TypeError(f"{name} must be integers, got a {ids.dtype} tensor")
+        if ids.is_meta:
+            raise ValueError(f"{name} must be on the CPU or the model's device, got a meta tensor (it has no values)")
         wide = ids.long()  # (a uint8 id compared with a vocabulary of more than 255 would wrap)
         bad = ids[(wide < 0) | (wide >= vocab)].tolist() if ids.numel() else []
     else:

@@ -32,7 +32,9 @@ from .scatter import scatter_slots_
 
 
 def _check_conv(x, weight, bias, conv_state=None):
-    check_tensor("x", x, ndim=2, dtypes=ACT_DTYPES, contiguous=False)
+    # the conv state (a pool's, on its device) is where the others must be: a wrong-device x is named as x
+    dev = conv_state.device if isinstance(conv_state, torch.Tensor) else None
+    check_tensor("x", x, ndim=2, dtypes=ACT_DTYPES, contiguous=False, device=dev)
     if x.stride(1) != 1:
         raise ValueError(f"x must have a unit last stride (rows may be slices of a wider tensor), got {x.stride()}")
     C = x.shape[1]
