@@ -148,7 +148,7 @@ class Engine(RequestControl):
 
     def step(self) -> bool:
         """One engine iteration. Returns False when nothing is left to do; raises ``RuntimeError`` when requests
-        are left that cannot make progress. A failed step is aborted before the exception propagates: no request
+        are left that cannot make progress (the call after the one that emits the last step's tokens). A failed step is aborted before the exception propagates: no request
         moved, and the engine can step again; but a request whose state the failed step destroyed or advanced
         anyway (its slot in ``ModelRunner.lost``: an in-place decode or a commit that failed part-way where it
         cannot be undone, ``engine/step_end.py``) is given up, with that exception.
@@ -160,13 +160,14 @@ class Engine(RequestControl):
         exception propagates as above. A step of the runner's that the engine did not start (a caller's ``step``
         not committed, or ``launch`` not finished) is refused before anything is admitted."""
         self._check_runner()
+        emits = bool(self._steps)  # a step in flight: this call emits its tokens, whatever else it does
         if self._steps and not self._can_chain(self.running):
             self.drain()  # the batch changes (a request ended): emit first, so that its slot can be admitted now
         self._admit()
         batch = self.running
         self.iteration += 1
         try:
-            launched = self._iterate(batch)
+            launched = self._iterate(batch, emits)
         except BaseException:  # nothing launched: a retry is this iteration again (arrivals admitted as in a first try)
             self.iteration -= 1
             raise
@@ -176,9 +177,10 @@ class Engine(RequestControl):
             self._collect()
         return True
 
-    def _iterate(self, batch: list[Request]) -> PendingStep | None:
+    def _iterate(self, batch: list[Request], emits: bool) -> PendingStep | None:
         """Launch this iteration's step (recorded in ``_steps``), or None when nothing runs; raises before it is
-        recorded when it fails, the step in flight finished first (its tokens emitted)."""
+        recorded when it fails, the step in flight finished first (its tokens emitted). When no request can make
+        progress it raises, but not in a call that emits a step's tokens (``emits``): the next one does."""
         if self._steps and self._can_chain(batch):
             try:
                 nxt = self._launch(batch, chain=True)
@@ -191,8 +193,10 @@ class Engine(RequestControl):
         batch, evicted = evict(self, self.running)
         if not batch:
             why = why_stuck(self)
-            if why:
+            if why and not emits:
                 raise RuntimeError(f"the engine cannot make progress: {why}")
+            if why:
+                return None
             later = [r.arrival for r in self.requests if self._waiting(r) and r.arrival > self.iteration]
             if later:  # nothing runs until the next arrival: skip the idle iterations
                 self.iteration = min(later)

@@ -195,3 +195,23 @@ def test_generate_interrupted_again_in_its_clean_up_is_finished_by_the_next_call
     llm.runner.finish = real
     assert [o.token_ids for o in llm.generate(prompts, 12)] == ref
     assert llm.runner.num_free == 3 and not llm.runner.pending
+
+
+def test_a_stuck_engine_raises_only_from_a_call_that_changed_nothing(model):
+    """With only a preempted request left, step() emitted the step in flight's tokens (a request done, its slot
+    freed) and then raised: a raising call that changed state. It now returns, and the next call raises."""
+    r = ModelRunner(model, RunnerConfig(backend="replay", window=1, max_slots=2, max_len=64, cuda_graphs=False))
+    eng = Engine(r, drafter="none")
+    a, b = eng.add(_prompt(5), 6), eng.add(_prompt(6, 1), 6)
+    eng.step()
+    eng.preempt(a)
+    while len(b.generated) < 5:
+        eng.step()
+    assert eng.step() is True and b.done and len(b.generated) == 6  # emits b's last token
+    before = (_state(r), eng.iteration)
+    with pytest.raises(RuntimeError, match=r"cannot make progress: requests \[0\] are preempted"):
+        eng.step()
+    assert _same(before[0], _state(r)) and eng.iteration == before[1]
+    eng.resume(a)
+    eng.run()
+    assert a.done and len(a.generated) == 6
