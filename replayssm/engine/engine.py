@@ -48,6 +48,8 @@ class Engine(RequestControl):
     def __init__(self, runner: ModelRunner, *, drafter="auto", temperature: float = 0.0, seed: int = 0,
                  eos_token_id: int | Sequence[int] | None = None,
                  benchmark_acceptance: BenchmarkAcceptance | None = None, overlap: bool = True):  # fmt: skip
+        if not isinstance(runner, ModelRunner):
+            raise TypeError(f"runner must be a ModelRunner, got {type(runner).__name__}")
         if isinstance(drafter, str) and drafter not in ("ngram", "none", "mtp", "auto"):
             raise ValueError(f"drafter must be 'ngram', 'none', 'mtp', 'auto' or a HostDrafter, got {drafter!r}")
         if not isinstance(drafter, str):
@@ -148,10 +150,11 @@ class Engine(RequestControl):
 
     def step(self) -> bool:
         """One engine iteration. Returns False when nothing is left to do; raises ``RuntimeError`` when requests
-        are left that cannot make progress (the call after the one that emits the last step's tokens). A failed step is aborted before the exception propagates: no request
-        moved, and the engine can step again; but a request whose state the failed step destroyed or advanced
-        anyway (its slot in ``ModelRunner.lost``: an in-place decode or a commit that failed part-way where it
-        cannot be undone, ``engine/step_end.py``) is given up, with that exception.
+        are left that cannot make progress (the call after the one that emits the last step's tokens). A failed
+        step is aborted before the exception propagates: no request moved, and the engine can step again; but a
+        request whose state the failed step destroyed or advanced anyway (its slot in ``ModelRunner.lost``: an
+        in-place decode or a commit that failed part-way where it cannot be undone, ``engine/step_end.py``) is
+        given up, with that exception.
 
         With ``overlap`` (where it applies, see ``__init__``) an iteration launches the next step before it reads
         back the previous one, whose tokens it then emits: the device never waits for the host between steps of

@@ -215,3 +215,9 @@ def test_a_stuck_engine_raises_only_from_a_call_that_changed_nothing(model):
     eng.resume(a)
     eng.run()
     assert a.done and len(a.generated) == 6
+
+
+def test_an_engine_needs_a_runner():
+    """Engine(None) failed with AttributeError: 'NoneType' object has no attribute 'drafter'."""
+    with pytest.raises(TypeError, match="runner must be a ModelRunner, got NoneType"):
+        Engine(None)
