@@ -40,11 +40,11 @@ def load_config(text: str):
     from ..models.config import ModelConfig
     from ..models.presets import PRESETS, preset
 
-    if text.lower() in PRESETS or text.lower() == "tiny":
-        note_shadowed(text)
     if text.lower() in PRESETS:
+        note_shadowed(text)
         return text.lower(), preset(text.lower())
     if text.lower() == "tiny":  # the embedded model, as for generate and drift (a folder named tiny is ./tiny)
+        note_shadowed(text)
         from ..tiny import TINY_MODEL
 
         return "tiny", ModelConfig.from_file(Path(TINY_MODEL))

@@ -41,11 +41,8 @@ class RequestControl:
         with an error; the steps in flight, if any, are finished first (their tokens emitted). The runner is left
         as if they never ran. A step of the runner's that the engine did not start is left to its caller; if it
         holds slots of the engine's requests, nothing is released (``RuntimeError``): commit or abort it first."""
-        foreign = set(self.runner._in_flight[1]) if self.runner._in_flight is not None else set()
-        own = [p for p, _ in self._steps]
-        for p in self.runner.pending:
-            if all(p is not q for q in own):
-                foreign.update(p.slots)
+        caller, launched = self._foreign_steps()
+        foreign = {s for slots in [caller or [], *(p.slots for p in launched)] for s in slots}
         held = sorted(foreign & {r.slot for r in self.requests if not r.done and r.slot is not None})
         if held:
             raise RuntimeError(f"slots {held} of this engine's requests are in a step the engine did not start; "
@@ -94,13 +91,20 @@ class RequestControl:
             self._free_slot(r.slot)
         r.slot, r.parked, r.done, r.auto_resume, r.error = None, None, True, False, "cancelled"
 
+    def _foreign_steps(self) -> tuple[list[int] | None, list]:
+        """The runner's steps the engine did not start: a caller's ``step`` not committed yet (its slots, or None)
+        and the launched steps that are not the engine's."""
+        own = [p for p, _ in self._steps]
+        caller = self.runner._in_flight[1] if self.runner._in_flight is not None else None
+        return caller, [p for p in self.runner.pending if all(p is not q for q in own)]
+
     def _check_runner(self) -> None:
         """Refuse to step while the runner holds a step the engine did not start (``Engine.step``)."""
-        if self.runner._in_flight is not None:
+        caller, launched = self._foreign_steps()
+        if caller is not None:
             raise RuntimeError("the runner has a step() of its caller's not committed yet; commit() or abort() it "
                                "before the engine steps")  # fmt: skip
-        own = [p for p, _ in self._steps]
-        if any(all(p is not q for q in own) for p in self.runner.pending):
+        if launched:
             raise RuntimeError("the runner has a launched step that is not the engine's; the engine steps only a "
                                "runner whose steps in flight are its own")  # fmt: skip
 

@@ -196,10 +196,10 @@ class Engine(RequestControl):
         batch, evicted = evict(self, self.running)
         if not batch:
             why = why_stuck(self)
-            if why and not emits:
-                raise RuntimeError(f"the engine cannot make progress: {why}")
-            if why:
+            if why and emits:  # this call's work was emitting the step in flight's tokens: the next one raises
                 return None
+            if why:
+                raise RuntimeError(f"the engine cannot make progress: {why}")
             later = [r.arrival for r in self.requests if self._waiting(r) and r.arrival > self.iteration]
             if later:  # nothing runs until the next arrival: skip the idle iterations
                 self.iteration = min(later)

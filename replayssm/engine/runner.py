@@ -113,16 +113,15 @@ class ModelRunner(SlotBook):
                     self._lens[slot[i]] = P
         return out
 
-    def _check_step(self, slots, tokens, window: int | None = None, chained: bool = False, device_drafts=False
-                    ) -> tuple[list[int], int, int]:  # fmt: skip
+    def _check_step(self, slots, tokens, chained: bool = False, device_drafts=False) -> tuple[list[int], int, int]:
         """Host checks of a step, before anything is reserved or launched: tokens [B, T] ids in the vocabulary,
-        1 <= T <= window, ``slots`` B distinct allocated slots, no step in flight (but the one a chained
-        ``launch`` follows)."""
+        1 <= T <= window (T = 1 with ``device_drafts``: the drafter fills the window), ``slots`` B distinct allocated
+        slots, none lost, no step in flight (but the one a chained ``launch`` follows)."""
         if self._in_flight is not None:
             raise RuntimeError("the previous step is not committed yet; commit() or abort() it first")
         if len(self.pending) > chained:
             raise RuntimeError("a launched step is not finished yet; finish() it first")
-        B, T = check_tokens(tokens, window or self.cfg.window, device_drafts is True)
+        B, T = check_tokens(tokens, 1 if device_drafts else self.cfg.window, device_drafts is True)
         slots = check_slots(slots, B, self._live)
         self._check_not_lost(slots)
         self.check_token_ids(tokens)
@@ -249,7 +248,7 @@ class ModelRunner(SlotBook):
         after = self._chain_check(slots, device_drafts) if tokens is None else None
         if after is not None:  # a placeholder window of the right shape; the device fills it
             tokens = torch.zeros(len(slots), 1 if device_drafts else after.T, dtype=torch.long)
-        slots, B, T = self._check_step(slots, tokens, 1 if device_drafts else None, after is not None, device_drafts)
+        slots, B, T = self._check_step(slots, tokens, after is not None, device_drafts)
         drafter_window = self.cfg.window if self.drafter is not None else None
         nd, rest = check_acceptance(B, T, num_drafts, rule, prescribed, uniforms, temperature, device_drafts,
                                     drafter_window)  # fmt: skip
