@@ -3,8 +3,9 @@
 The thirtieth session's profile (`../2026-12-05h-h200/`) found, at C=64 (27B, 1,024 tokens of context), replay's step
 with 2.37 ms of gaps against recurrent's 1.58, and the official run's replay step 1.7 ms above its busy time where
 recurrent's is 0.55 above. This probe runs the engine as the official bench does (``overlap=True`` unless
-OVERLAP=0), profiles three steps, and sums every gap between consecutive kernels by (kernel before, kernel after),
-with a histogram of gap sizes. A timing probe: correctness is gated by the GPU suite and the bench.
+OVERLAP=0; LAYERS=N builds the preset's first N layers, e.g. to fit an H100), profiles three steps, and sums every gap
+between consecutive kernels by (kernel before, kernel after), with a histogram of gap sizes. A timing probe:
+correctness is gated by the GPU suite and the bench.
 """
 
 import json
@@ -20,7 +21,7 @@ from replayssm.engine.engine import Engine
 from replayssm.engine.spec import BenchmarkAcceptance
 
 out = os.environ["OUT"]
-cfg = E2EConfig(prompt_len=64)
+cfg = E2EConfig(prompt_len=64, layers=int(os.environ["LAYERS"]) if os.environ.get("LAYERS") else None)
 mc = preset_config(cfg.preset, cfg.layers)
 model = random_model(mc, seed=0, device="cuda", dtype=torch.bfloat16)
 model.fuse_projections()
