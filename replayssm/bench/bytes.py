@@ -13,6 +13,12 @@ and the logits (written by the LM head, read by the acceptance). Ring records, a
 are not counted (a few percent at most), so the floor is a lower bound. The compute floor is 2 flops per
 active weight per token. ``floor_ms`` is the larger of bytes / bandwidth and flops / GEMM rate, both
 measured on the machine; the byte-model bound of replay over recurrent is the ratio of their byte floors.
+
+``serial_ms`` is the floor of a step whose kernels run one after another, as this engine's do (and as a two-stream
+probe found they must in practice, bench/NOTES.md, thirtieth session): the weight GEMMs at the larger of their bytes
+and their flops, then everything else (KV, GDN state, logits) at the bandwidth. Where the GEMMs are bound by their
+bytes it equals the byte floor; where they are compute-bound (27B at 256 rows: C=64, T=4) it is the higher, truer
+floor, and the ratio of two backends' serial floors is the bound their ratio can reach in a serial step.
 """
 
 from __future__ import annotations
@@ -93,6 +99,11 @@ class StepBytes:
         """(floor in ms, "bytes" or "flops": which one binds) at the measured bandwidth and GEMM rate."""
         b, f = self.total / bandwidth * 1e3, self.flops / flop_rate * 1e3
         return (b, "bytes") if b >= f else (f, "flops")
+
+    def serial_ms(self, bandwidth: float, flop_rate: float) -> float:
+        """The serial floor in ms (module docstring): the GEMMs at their own roof, then the other bytes."""
+        gemm = max(self.weights / bandwidth, self.flops / flop_rate)
+        return (gemm + (self.kv + self.gdn_state + self.logits) / bandwidth) * 1e3
 
     def as_dict(self) -> dict:
         return {**asdict(self), "total": self.total}

@@ -222,7 +222,8 @@ def describe(row: dict) -> str:
     if row.get("error"):
         return f"failed: {row['error']}"
     s = (f"{row['tokens_per_s']:9.1f} tok/s, step {row['step_ms_median']:.2f} ms (floor {row['floor_ms']:.2f} ms, "
-         f"{row['x_floor']:.2f}x), TPOT median {row['tpot_ms_median']:.2f} ms")  # fmt: skip
+         f"{row['x_floor']:.2f}x; serial {row['serial_floor_ms']:.2f} ms, {row['x_serial']:.2f}x), "
+         f"TPOT median {row['tpot_ms_median']:.2f} ms")  # fmt: skip
     if "gdn_state_ms" in row:
         s += f" (GDN {row['gdn_state_ms']:.2f} + commit {row['commit_ms']:.2f} + rest {row['rest_ms']:.2f} ms)"
     return s
@@ -248,6 +249,8 @@ def measure(model, mode, C, cfg, prompts, machine, **kw) -> dict:
     row["byte_floor_ms"] = sb.total / machine["bandwidth"] * 1e3
     row["floor_ms"], row["floor_bound"] = sb.floor_ms(machine["bandwidth"], machine["gemm_rate"])
     row["x_floor"] = row["step_ms_median"] / row["floor_ms"]
+    row["serial_floor_ms"] = sb.serial_ms(machine["bandwidth"], machine["gemm_rate"])
+    row["x_serial"] = row["step_ms_median"] / row["serial_floor_ms"]
     return row
 
 

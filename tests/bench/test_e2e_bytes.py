@@ -48,6 +48,26 @@ def test_byte_bound_of_the_issue():
     assert plain.floor_ms(4e12, 1e18) == (pytest.approx(plain.total / 4e9), "bytes")
 
 
+def test_serial_floor_runs_the_gemms_at_their_own_roof():
+    """27B, T=4, 3.0 accepted: at C=8 (32 rows) the GEMMs are bound by their bytes and the serial floor is the byte
+    floor; at C=64 (256 rows) they are compute-bound at an 806 TFLOP/s GEMM rate, so the serial floor adds the flops'
+    excess over the weights' bytes, and the replay/recurrent bound falls from the byte model's ~1.75x to ~1.6x."""
+    cfg = preset_config("qwen3.5-27b")
+    mb = ModelBytes(int(51.25e9), 0, 0, 0, 0, 2)
+    bw, rate = 4.14e12, 806e12
+    r8 = step_bytes(mb, cfg, "replay", 8, 4, 100, ring_len=16, mean_accepted=3.0)
+    assert r8.serial_ms(bw, rate) == pytest.approx(r8.total / bw * 1e3)
+    serial = {}
+    for mode in ("recurrent", "replay"):
+        sb = step_bytes(mb, cfg, mode, 64, 4, 100, ring_len=16, mean_accepted=3.0)
+        gemm = sb.flops / rate
+        assert gemm > sb.weights / bw  # compute-bound
+        serial[mode] = sb.serial_ms(bw, rate)
+        assert serial[mode] == pytest.approx((gemm + (sb.total - sb.weights) / bw) * 1e3)
+        assert serial[mode] > sb.floor_ms(bw, rate)[0]
+    assert 1.55 < serial["recurrent"] / serial["replay"] < 1.7
+
+
 def test_fold_rate_follows_the_protocol():
     assert fold_rate_at_mean(4, 16, 4.0) == pytest.approx(fold_rate(4, 16, "full"))
     assert fold_rate_at_mean(4, 16, 1.0) < fold_rate_at_mean(4, 16, 2.5) < fold_rate_at_mean(4, 16, 3.0)
@@ -57,19 +77,23 @@ def test_fold_rate_follows_the_protocol():
         fold_rate(4, 16, "uniform")
 
 
-def _row(mode, C, tps, floor):
+def _row(mode, C, tps, floor, serial=None):
     return {"mode": mode, "C": C, "tokens_per_s": tps, "step_ms_median": 10.0, "tpot_ms_median": 3.0,
             "tpot_ms_p90": 4.0, "peak_gpu_bytes": 1e9, "byte_floor_ms": floor, "floor_ms": floor,
-            "floor_bound": "bytes", "x_floor": 10.0 / floor}  # fmt: skip
+            "floor_bound": "bytes", "x_floor": 10.0 / floor,
+            **({} if serial is None else {"serial_floor_ms": serial, "x_serial": 10.0 / serial})}  # fmt: skip
 
 
 def test_ratios_tables_and_plot(tmp_path):
-    rows = [_row("plain", 8, 100.0, 5.0), _row("recurrent", 8, 200.0, 9.0), _row("replay", 8, 240.0, 6.0),
-            {"mode": "recurrent", "C": 128, "oom": True}]  # fmt: skip
+    rows = [_row("plain", 8, 100.0, 5.0), _row("recurrent", 8, 200.0, 9.0, 10.0), _row("replay", 8, 240.0, 6.0, 8.0),
+            {"mode": "recurrent", "C": 128, "oom": True}, _row("recurrent", 64, 1.0, 9.0), _row("replay", 64, 2.0, 6.0,
+            8.0)]  # fmt: skip
     compare(rows)
     rep = rows[2]
     assert rep["speedup_vs_recurrent"] == pytest.approx(1.2) and rep["speedup_vs_plain"] == pytest.approx(2.4)
     assert rep["byte_bound_vs_recurrent"] == pytest.approx(1.5)
+    assert rep["serial_bound_vs_recurrent"] == pytest.approx(1.25)
+    assert "serial_bound_vs_recurrent" not in rows[5]  # its recurrent row (an older run's) has no serial floor
     peak = {"plain": {"max_concurrency": 300, "best": _row("plain", 300, 1000.0, 1.0)},
             "recurrent": {"max_concurrency": 64, "best": _row("recurrent", 64, 800.0, 1.0)},
             "replay": {"max_concurrency": 340, "best": _row("replay", 170, 2000.0, 1.0)}}  # fmt: skip
@@ -108,6 +132,8 @@ def test_e2e_harness_smoke_on_cpu(config, tmp_path, monkeypatch):
     assert [(r["C"], r["mode"]) for r in rows] == [(2, m) for m in ("plain", "recurrent", "replay")]
     assert all("tokens_per_s" in r and r["floor_ms"] > 0 and r["x_floor"] > 0 for r in rows), rows
     assert all("byte_bound_vs_recurrent" in r for r in rows if r["mode"] == "replay")
+    assert all(r["serial_floor_ms"] >= r["floor_ms"] and r["x_serial"] > 0 for r in rows), rows
+    assert all("serial_bound_vs_recurrent" in r for r in rows if r["mode"] == "replay")
     peak = payload["peak"]
     assert all(peak[m]["max_concurrency"] >= 2 and peak[m]["best"] is not None for m in cfg.modes), peak
     rows = [r for m in cfg.modes for r in peak[m]["rows"]]
