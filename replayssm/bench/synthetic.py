@@ -25,10 +25,12 @@ def preset_config(name: str, layers: int | None = None) -> ModelConfig:
 
 @torch.no_grad()
 def random_model(cfg: ModelConfig, *, device="cuda", dtype=torch.bfloat16, seed: int = 0) -> HybridLM:
-    """Weights drawn like a trained model's scale (std 1/sqrt(fan_in)), GDN gates in their usual ranges."""
+    """Weights drawn like a trained model's scale (std 1/sqrt(fan_in)), GDN gates in their usual ranges. The model
+    is allocated in ``dtype`` directly (cast while still on the meta device): 27B in fp32 first would not fit an
+    H100's 80 GB, though its bf16 weights (54 GB) do."""
     with torch.device("meta"):
-        model = HybridLM(cfg)
-    model = model.to_empty(device=device).to(dtype)
+        model = HybridLM(cfg).to(dtype)
+    model = model.to_empty(device=device)
     model.tie_weights()
     g = torch.Generator(device=device).manual_seed(seed)
     for name, p in model.named_parameters():
