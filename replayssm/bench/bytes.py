@@ -103,7 +103,8 @@ class StepBytes:
     def serial_ms(self, bandwidth: float, flop_rate: float) -> float:
         """The serial floor in ms (module docstring): the GEMMs at their own roof, then the other bytes."""
         gemm = max(self.weights / bandwidth, self.flops / flop_rate)
-        return (gemm + (self.kv + self.gdn_state + self.logits) / bandwidth) * 1e3
+        serial = (gemm + (self.kv + self.gdn_state + self.logits) / bandwidth) * 1e3
+        return max(serial, self.floor_ms(bandwidth, flop_rate)[0])  # (never below it: only rounding could put it so)
 
     def as_dict(self) -> dict:
         return {**asdict(self), "total": self.total}

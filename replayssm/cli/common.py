@@ -18,6 +18,7 @@ import sys
 DEBUG_ENV = "REPLAYSSM_DEBUG"
 SEED_MAX = 2**63 - 1  # what torch.Generator.manual_seed takes (engine.checks.check_seed)
 TEMPERATURE_MAX = 3.4028234663852886e38  # fp32's largest: engine.checks.TEMPERATURE_MAX, without importing torch
+GREEDY_BELOW = 1e-5  # a temperature below it decodes greedily: engine.accept.GREEDY_BELOW, without importing torch
 RESULTS_DIR = "replayssm-results"  # default --out: beside the user's work, never the repository's bench/results
 
 

@@ -169,17 +169,17 @@ def _layer(args, dev, json_path=None) -> int:
 
     from ..layer_demo import LayerDemoConfig, run_layer_demo
     from ..progress import progress
+    from .fit import too_big
 
     cfg = LayerDemoConfig(steps=args.steps, batch=args.batch, window=args.window, ring_len=args.ring,
                           seed=args.seed)  # fmt: skip
     from ..ops._common import use_triton
 
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    need, have = cfg.bytes_needed(dtype), _memory_bytes(dev)
-    if have is not None and need > 0.8 * have:
-        raise UsageError(f"--batch {cfg.batch} / --ring {cfg.ring_len}: one layer's states, snapshots and rings need "
-                         f"{need / 2**30:.1f} GiB, more than this machine can spare ({have / 2**30:.1f} GiB on "
-                         f"{dev}); lower --batch or --ring")  # fmt: skip
+    big = too_big(cfg.bytes_needed(dtype), dev)
+    if big:
+        raise UsageError(f"--batch {cfg.batch} / --ring {cfg.ring_len}: one layer's states, snapshots and rings "
+                         f"{big}; lower --batch or --ring")  # fmt: skip
     try:
         path = "Triton kernels" if use_triton("auto", torch.empty(0, device=dev)) else "PyTorch references"
     except ValueError as e:  # REPLAYSSM_IMPL=triton on a CPU without the interpreter
@@ -199,24 +199,3 @@ def _layer(args, dev, json_path=None) -> int:
 
         _write_json(json_path, {"config": asdict(cfg), "device": str(dev), "dtype": str(dtype), **asdict(r)})
     return 0 if r.bitwise_steps == r.steps else 1
-
-
-def _memory_bytes(dev) -> int | None:
-    """Memory ``dev`` has for a run: the GPU's free memory, or the machine's (None where it cannot tell)."""
-    import os
-
-    import torch
-
-    if dev.type == "cuda":
-        return torch.cuda.mem_get_info(dev)[0]
-    try:  # MemAvailable counts the page cache the kernel would give back; MemFree does not
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None

@@ -82,8 +82,33 @@ def _model_spec(spec: str, layers: int | None) -> str:
     if name == "tiny":
         note_shadowed(spec)
         return "tiny"
-    model_files(model_folder(spec), spec)  # load_drift_model reads both
+    from ..models.checkpoint import check_checkpoint
+
+    folder = model_folder(spec)
+    cfg = model_files(folder, spec)  # load_drift_model reads both
+    try:
+        check_checkpoint(folder, cfg)  # the safetensors headers, before the weights load
+    except (ValueError, OSError) as e:
+        raise UsageError(f"--model {spec}: {e}") from None
     return spec
+
+
+def _check_fits(args, spec: str, dev, dtype) -> None:
+    """The model's weights in ``dtype`` fit ``dev`` (before a preset's random weights or a folder's are made)."""
+    from ..bench.synthetic import preset_config
+    from ..models.config import ModelConfig
+    from ..models.presets import PRESETS
+    from ..tiny import TINY_MODEL
+    from .fit import model_bytes, too_big
+
+    if spec in PRESETS:
+        cfg, flag = preset_config(spec, args.layers), f"--model {args.model} --layers {args.layers}"
+    else:
+        cfg, flag = ModelConfig.from_file(TINY_MODEL if spec == "tiny" else spec), f"--model {args.model}"
+    big = too_big(model_bytes(cfg, dtype), dev)
+    if big:
+        fewer = "; fewer --layers" if spec in PRESETS else ""
+        raise UsageError(f"{flag}: its weights in {str(dtype).removeprefix('torch.')} {big}{fewer}")
 
 
 def run(args) -> int:
@@ -99,6 +124,7 @@ def run(args) -> int:
     import torch
 
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    _check_fits(args, spec, dev, dtype)
     env = environment()
     print(header(env), flush=True)
     if dev.type == "cpu":

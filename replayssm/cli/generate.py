@@ -6,6 +6,7 @@ import sys
 import time
 
 from .common import (
+    GREEDY_BELOW,
     SEED_MAX,
     TEMPERATURE_MAX,
     UsageError,
@@ -17,6 +18,7 @@ from .common import (
     integer,
     model_files,
     model_folder,
+    note_shadowed,
     number,
 )
 from .common import power_of_two as pow2
@@ -50,7 +52,8 @@ def add_parser(sub) -> None:
         default=0.0,
         help="0 (or below 1e-5) = greedy; above samples (at most fp32's largest number)",
     )
-    g.add_argument("--seed", type=integer(0, SEED_MAX), default=0)
+    g.add_argument("--seed", type=integer(0, SEED_MAX), default=None,
+                   help="the sampler's seed (default 0); only with a sampling --temperature")  # fmt: skip
     g.add_argument("--ignore-eos", action="store_true", help="keep going after the end-of-sequence token")
     add_device(g)
 
@@ -74,6 +77,19 @@ def _load(args, dev, folder):
             raise UsageError(f"--model {args.model}: {e}") from e
 
 
+def _check_fits(args, folder, dev) -> None:
+    """The weights in the run's dtype (bf16 on a GPU, fp32 on the CPU, as ``LLM`` loads them) fit ``dev``."""
+    import torch
+
+    from ..models.config import ModelConfig
+    from .fit import model_bytes, too_big
+
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    big = too_big(model_bytes(ModelConfig.from_file(folder), dtype), dev)
+    if big:
+        raise UsageError(f"--model {args.model}: its weights in {str(dtype).removeprefix('torch.')} {big}")
+
+
 def _check_window_fits(args) -> None:
     if args.window + 1 > args.max_len:
         raise UsageError(f"--max-len {args.max_len}: must be greater than --window {args.window} (room for a prompt "
@@ -82,7 +98,8 @@ def _check_window_fits(args) -> None:
 
 def _check_config(args, folder) -> list[int]:
     """Everything checked before the weights load (a large model takes minutes), from config.json, tokenizer.json
-    and the safetensors headers (``model_files``, ``mtp_head_problem``): --max-len within the model's
+    and the safetensors headers (``model_files``, ``mtp_head_problem``, ``check_checkpoint``: every tensor's name,
+    shape and dtype, each file readable): --max-len within the model's
     max_position_embeddings (the KV cache for --max-len positions is allocated up front) and long enough for the
     prompt, --max-new-tokens and the window; --draft-vocab within the vocabulary; an MTP head where --drafter mtp or
     --draft-vocab needs one. Returns the prompt's token ids."""
@@ -107,7 +124,18 @@ def _check_config(args, folder) -> list[int]:
         if problem:
             raise UsageError(f"--draft-vocab: {folder} has no usable MTP head ({problem}), so --drafter auto drafts "
                              "n-grams; drop --draft-vocab (or use a model with an MTP head)")  # fmt: skip
+    from ..models.checkpoint import check_checkpoint
+
+    mtp = {"mtp": True, "auto": "auto"}.get(args.drafter, False) if args.window > 1 else False  # as LLM loads it
+    try:
+        check_checkpoint(folder, cfg, mtp)  # the safetensors headers: a bad tensor is named before any weight loads
+    except (ValueError, OSError) as e:
+        raise UsageError(f"--model {args.model}: {e}") from None
     ids = load_tokenizer(folder).encode(args.prompt).ids
+    outside = sorted({i for i in ids if i >= cfg.vocab_size})
+    if outside:  # tokens tokenizer.json adds past config.json's vocabulary: the model has no embedding for them
+        raise UsageError(f"--model {args.model}: its tokenizer encodes --prompt to token ids {outside[:8]} outside "
+                         f"config.json's vocab_size {cfg.vocab_size}; change the prompt or fix the folder")  # fmt: skip
     window = args.window  # (1 with --drafter none: run() saw to it)
     need = len(ids) + args.max_new_tokens + window
     if need > args.max_len:
@@ -141,6 +169,9 @@ def run(args) -> int:
     if args.window == 1 and args.drafter in ("mtp", "ngram"):
         raise UsageError(f"--drafter {args.drafter} needs --window >= 2 (it drafts --window - 1 tokens); --window 1 "
                          "is plain decoding: use --drafter none (or auto)")  # fmt: skip
+    if args.seed is not None and args.temperature < GREEDY_BELOW:
+        raise UsageError(f"--seed {args.seed}: only with sampling (--temperature of at least {GREEDY_BELOW:g}); greedy "
+                         "decoding draws nothing: drop it")  # fmt: skip
     if not args.prompt:
         raise UsageError("--prompt: must not be empty")
     try:
@@ -149,6 +180,8 @@ def run(args) -> int:
         raise UsageError("--prompt: not valid UTF-8 text") from None
     from ..tiny import TINY_MODEL
 
+    if args.model.lower() == "tiny":
+        note_shadowed(args.model)
     folder = model_folder(str(TINY_MODEL) if args.model.lower() == "tiny" else args.model)
     if not (folder / "tokenizer.json").is_file():
         raise UsageError(f"--model {args.model}: the folder has no tokenizer.json, so --prompt cannot be encoded")
@@ -158,12 +191,13 @@ def run(args) -> int:
         _check_window_fits(args)
     ids = _check_config(args, folder)
     dev = device(args.device)
+    _check_fits(args, folder, dev)
     if dev.type == "cpu":
         import torch
 
         torch.set_num_threads(1)  # many tiny tensor operations: more threads only wait on each other (cli/demo.py)
     llm = _load(args, dev, folder)
-    eng = llm.engine(temperature=args.temperature, seed=args.seed, ignore_eos=args.ignore_eos)
+    eng = llm.engine(temperature=args.temperature, seed=args.seed or 0, ignore_eos=args.ignore_eos)
     req = eng.add(ids, args.max_new_tokens)
     print(args.prompt, end="", flush=True)  # the prompt, then its continuation as it comes (docs/cli.md)
     shown, t0 = "", time.perf_counter()

@@ -33,7 +33,8 @@ def add_parsers(bench) -> None:
                    help="batch sizes B (requests per step; a repeated value is timed once)")  # fmt: skip
     k.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="activations (default bf16; fp32 on cpu)")
     k.add_argument("--peers", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to time, or 'none'")
-    k.add_argument("--peers-dir", default=None, help=f"folder holding sglang-<version>/ (default {ROOT_HELP})")
+    k.add_argument("--peers-dir", default=None, metavar="DIR",
+                   help=f"folder holding sglang-<version>/ (default {ROOT_HELP})")  # fmt: skip
     k.add_argument(
         "--device",
         default="cuda",
@@ -62,7 +63,7 @@ def add_parsers(bench) -> None:
     p.add_argument("--cache", default=None,
                    help="download folder, searched for wheels even without --download "
                    "(default $REPLAYSSM_WHEEL_CACHE or ~/.cache/replayssm/wheels)")  # fmt: skip
-    p.add_argument("--peers-dir", dest="dest", default=None,
+    p.add_argument("--peers-dir", dest="dest", default=None, metavar="DIR",
                    help=f"the peers folder to extract into, as bench kernels --peers-dir reads it (default "
                         f"{ROOT_HELP})")  # fmt: skip
     p.add_argument("--dest", dest="old_dest", default=None, help=argparse.SUPPRESS)  # the old spelling: refused
@@ -98,7 +99,13 @@ def cmd_peers(args) -> int:
         args.dest, dest_flag = (env, "$REPLAYSSM_PEERS") if env else (None, "--peers-dir")
     else:
         dest_flag = "--peers-dir"
-    folders = [(f, p) for f, p in ((dest_flag, args.dest), ("--cache", args.cache if args.download else None)) if p]
+    if args.cache is not None and not args.cache.strip():
+        raise UsageError("--cache: give a folder, got an empty name")
+    cache_flag = "--cache" if args.cache is not None else "$REPLAYSSM_WHEEL_CACHE"
+    cache = args.cache if args.cache is not None else os.environ.get("REPLAYSSM_WHEEL_CACHE") or None
+    if cache and os.path.exists(os.path.expanduser(cache)) and not os.path.isdir(os.path.expanduser(cache)):
+        raise UsageError(f"{cache_flag} {cache}: exists and is not a folder (the folder wheels are downloaded to)")
+    folders = [(f, p) for f, p in ((dest_flag, args.dest), (cache_flag, cache if args.download else None)) if p]
     made = [q for _, p in folders for q in _missing(p)]  # removed again when the command fails
     try:
         for flag, path in folders:  # writable, checked (and made) before anything is downloaded
@@ -174,8 +181,9 @@ def cmd_kernels(args) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA GPU here (--device cpu runs a smoke test; its times mean nothing)")
     if args.device == "cpu":
-        if args.dtype == "bf16":
-            raise UsageError("--dtype bf16: the Triton interpreter computes bf16 wrongly; use fp16 or fp32 on the cpu")
+        if args.dtype == "bf16" and _interpreted(args):
+            raise UsageError("--dtype bf16: on the cpu the SGLang peers' kernels run in Triton's interpreter, which "
+                             "computes bf16 wrongly; use fp16 or fp32, or --peers none")  # fmt: skip
         if not os.environ.get("TRITON_INTERPRET"):  # unset or empty: on, before the peers' kernel files are loaded
             os.environ["TRITON_INTERPRET"] = "1"
         if not interpreter_requested():
@@ -192,6 +200,8 @@ def cmd_kernels(args) -> int:
 
     if "none" in args.peers and len(args.peers) > 1:
         raise UsageError(f"--peers: 'none' stands alone (no peer), got {' '.join(args.peers)}")
+    if args.peers_dir is not None and not args.peers_dir.strip():
+        raise UsageError("--peers-dir: give a folder, got an empty name")
     if args.peers_dir is not None and not cfg.peers:
         raise UsageError(f"--peers-dir {args.peers_dir}: not used with --peers none; drop it")
     if args.peers_dir is not None and os.path.exists(os.path.expanduser(args.peers_dir)) and not os.path.isdir(
@@ -204,15 +214,21 @@ def cmd_kernels(args) -> int:
     if cfg.peers and min(args.K, args.V) < PEER_MIN_HEAD_DIM:
         raise UsageError(f"--K {args.K} --V {args.V}: the SGLang peers' kernels need head dims >= "
                          f"{PEER_MIN_HEAD_DIM} (their tl.dot tiles); raise them or pass --peers none")  # fmt: skip
+    env = os.environ.get("REPLAYSSM_PEERS") if args.peers_dir is None else None
+    where = "$REPLAYSSM_PEERS" if env else "--peers-dir"  # the one the user set: the error names it
+    if env and cfg.peers and os.path.exists(os.path.expanduser(env)) and not os.path.isdir(os.path.expanduser(env)):
+        raise UsageError(f"$REPLAYSSM_PEERS {env}: a file, not a folder (give the folder bench peers extracted into)")
     try:
         peers = load_peers(cfg)
     except PeerKernelsError as e:
-        raise UsageError(f"--peers-dir: {e}") from None
+        raise UsageError(f"{where}: {e}") from None
     out_dir(args.out, files=(f"{args.tag}.json", f"{args.tag}.png") + ((f"{args.tag}_sweep.json",) if args.sweep
                                                                      else ()))  # fmt: skip
+    _check_memory(cfg)
     if args.device == "cpu" and args.HV * args.K * args.V > 4 * 32 * 32:  # after every check: a note, not an error
-        print(f"replayssm bench kernels: note: --device cpu at --HV {args.HV} --K {args.K} --V {args.V} runs the "
-              "Triton interpreter at real widths (hours for the default grid); a smoke run takes tiny ones: "
+        what = "the Triton interpreter" if _interpreted(args) else "the PyTorch references"
+        print(f"replayssm bench kernels: note: --device cpu at --HV {args.HV} --K {args.K} --V {args.V} runs "
+              f"{what} at real widths (hours for the default grid); a smoke run takes tiny ones: "
               "--H 2 --HV 4 --K 16 --V 16 (--K 32 --V 32 with peers)", file=sys.stderr)  # fmt: skip
     if args.sweep is None and args.tile in (None, "best"):
         payload = run_kernel_bench(cfg, args.out, tag=args.tag, peers=peers)
@@ -224,6 +240,31 @@ def cmd_kernels(args) -> int:
         return 1
     failed = [label for row in payload["points"] for label in [*row["refused"], *row.get("errors", {})]]
     return 1 if failed else 0
+
+
+def _interpreted(args) -> bool:
+    """Whether a --device cpu run puts kernels in Triton's interpreter: the SGLang peers', and replayssm's own with
+    ``REPLAYSSM_IMPL=triton`` (otherwise replayssm's ops run as their PyTorch references on CPU tensors)."""
+    return args.peers != ["none"] or os.environ.get("REPLAYSSM_IMPL") == "triton"
+
+
+def _check_memory(cfg) -> None:
+    """The largest point's states fit the device: every point holds at least its layers' states, the baseline's
+    copy and T snapshots (``layers_for`` layers of B requests), before any backend's own buffers."""
+    import torch
+
+    from ..bench.point import layers_for
+    from .fit import too_big
+
+    need, at = 0, None
+    for T, _L, B in cfg.grid():
+        n = layers_for(B, cfg.geo, cfg.min_working_set) * B * cfg.geo.state_bytes * (T + 2)
+        if n > need:
+            need, at = n, (T, B)
+    big = too_big(need, torch.device(cfg.device))
+    if big:
+        raise UsageError(f"--batches {at[1]} (--windows {at[0]}) at --H {cfg.geo.H} --HV {cfg.geo.HV} --K "
+                         f"{cfg.geo.K} --V {cfg.geo.V}: its states {big}; lower --batches or the heads")  # fmt: skip
 
 
 def _check_tiles(args) -> None:

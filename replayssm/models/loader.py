@@ -96,11 +96,23 @@ def read_safetensors(folder: Path, progress=None) -> dict[str, torch.Tensor]:
 def load_weights(model: HybridLM, tensors: dict[str, torch.Tensor]) -> None:
     """Copy ``tensors`` into ``model``; raise ``WeightError`` naming every missing, extra, mis-shaped or unusable
     (not a floating-point tensor with data) tensor, before anything is copied."""
+    expected = check_weights(model, tensors)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    with torch.no_grad():
+        for n in expected:
+            params[n].copy_(tensors[n])
+
+
+def check_weights(model: HybridLM, tensors: dict[str, torch.Tensor], *, meta_ok: bool = False) -> set[str]:
+    """``WeightError`` naming every missing, extra, mis-shaped or unusable tensor of ``tensors`` for ``model``
+    (``meta_ok``: meta tensors stand for a checkpoint's headers, ``checkpoint.check_checkpoint``); else the names
+    to copy."""
     params = dict(model.named_parameters(remove_duplicate=False))
     expected = {n for n in params if not (model.config.tie_word_embeddings and n == "lm_head.weight")}
     missing = sorted(expected - tensors.keys())
     extra = sorted(tensors.keys() - params.keys())
-    kind = sorted(f"{n}: {_kind(tensors[n])}" for n in expected & tensors.keys() if _kind(tensors[n]))
+    kind = sorted(f"{n}: {_kind(tensors[n], meta_ok)}" for n in expected & tensors.keys()
+                  if _kind(tensors[n], meta_ok))  # fmt: skip
     shape = sorted(f"{n}: checkpoint {tuple(tensors[n].shape)}, model {tuple(params[n].shape)}"
                    for n in expected & tensors.keys() - {k.split(':')[0] for k in kind}
                    if tuple(tensors[n].shape) != tuple(params[n].shape))  # fmt: skip
@@ -113,16 +125,14 @@ def load_weights(model: HybridLM, tensors: dict[str, torch.Tensor]) -> None:
         problems.append(f"mis-shaped tensors: {'; '.join(shape)}")
     if problems:
         raise WeightError("; ".join(problems))
-    with torch.no_grad():
-        for n in expected:
-            params[n].copy_(tensors[n])
+    return expected
 
 
-def _kind(t) -> str | None:
+def _kind(t, meta_ok: bool = False) -> str | None:
     """Why ``t`` cannot be copied into a floating-point parameter (nothing is copied then), or None."""
     if not isinstance(t, torch.Tensor):
         return f"a {type(t).__name__}, not a tensor"
-    if t.is_meta:
+    if t.is_meta and not meta_ok:
         return "a meta tensor (no data)"
     if not t.dtype.is_floating_point:
         return f"dtype {t.dtype} (weights are floating point)"
@@ -206,6 +216,9 @@ def load_model(path: str | Path, *, dtype: torch.dtype | None = torch.float32, d
         cfg.check_buildable()  # before reading any weight
     except ValueError as e:
         raise type(e)(f"{folder / 'config.json'}: {str(e).removeprefix('config.json ')}") from None
+    from .checkpoint import check_checkpoint
+
+    check_checkpoint(folder, cfg, mtp)  # the headers alone, before any weight is read
     tensors = read_safetensors(folder, progress)
     cfg = _mtp_config(cfg, tensors, mtp, folder)
     with torch.device("meta"):

@@ -216,7 +216,7 @@ def test_gather_rows_zeroes_padding():
     "argv, flag",
     [
         (["--device", "cpu", "--peers-dir", "{tmp}/none"], "--peers-dir"),
-        (["--device", "cpu", "--dtype", "bf16", "--peers", "none"], "--dtype"),
+        (["--device", "cpu", "--dtype", "bf16"], "--dtype"),  # the peers' kernels in the interpreter
         (["--device", "cpu", "--peers", "0.4.0"], "--peers"),
     ],
 )
@@ -225,6 +225,21 @@ def test_cli_user_errors_are_one_line(argv, flag, tmp_path, capsys):
     assert main(["bench", "kernels", *argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith(f"replayssm bench kernels: error: {flag}"), err
+
+
+def test_cli_bf16_on_the_cpu_without_the_interpreter(tmp_path, capsys, monkeypatch):
+    """bf16 is refused on the CPU only where kernels run in Triton's interpreter (which computes it wrongly): the
+    peers', or replayssm's own with REPLAYSSM_IMPL=triton. With --peers none replayssm's ops run as their PyTorch
+    references, and the run goes ahead (here cut short by --max-seconds: exit 1, nothing timed)."""
+    argv = ["bench", "kernels", "--device", "cpu", "--dtype", "bf16", "--peers", "none", "--H", "1", "--HV", "1",
+            "--K", "16", "--V", "16", "--windows", "2", "--rings", "4", "--batches", "1", "--max-seconds", "1e-9",
+            "--out", str(tmp_path)]  # fmt: skip
+    monkeypatch.delenv("REPLAYSSM_IMPL", raising=False)
+    assert main(argv) == 1
+    assert "nothing was timed" in capsys.readouterr().err
+    monkeypatch.setenv("REPLAYSSM_IMPL", "triton")
+    assert main(argv) == 2
+    assert "error: --dtype bf16" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")

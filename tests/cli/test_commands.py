@@ -128,9 +128,15 @@ def test_bench_kernels_that_times_nothing_fails(tmp_path, capsys):
     assert "nothing was timed" in capsys.readouterr().err
 
 
-def test_bench_kernels_on_the_cpu_at_real_widths_says_it_is_slow(tmp_path, capsys):
-    """A note, not an error: the run itself is legitimate (here cut short by --max-seconds)."""
+def test_bench_kernels_on_the_cpu_at_real_widths_says_it_is_slow(tmp_path, capsys, monkeypatch):
+    """A note, not an error: the run itself is legitimate (here cut short by --max-seconds). It names what runs:
+    with --peers none replayssm's ops run as their PyTorch references, unless REPLAYSSM_IMPL=triton puts them in
+    Triton's interpreter."""
     argv = ["bench", "kernels", "--device", "cpu", "--peers", "none", "--windows", "2", "--rings", "4",
             "--batches", "1", "--max-seconds", "1e-9", "--out", str(tmp_path)]  # fmt: skip
+    monkeypatch.delenv("REPLAYSSM_IMPL", raising=False)
+    main(argv)
+    assert "runs the PyTorch references at real widths" in capsys.readouterr().err
+    monkeypatch.setenv("REPLAYSSM_IMPL", "triton")
     main(argv)
     assert "runs the Triton interpreter at real widths" in capsys.readouterr().err

@@ -1,0 +1,49 @@
+"""Whether a run fits the memory of its device, checked before it allocates: an allocation that fails half-way is a
+traceback after minutes of work, where the user error is a flag (a batch, a layer count, a model too large)."""
+
+from __future__ import annotations
+
+SPARE = 0.8  # of the memory a device has free, the share a run may plan to use (the rest: allocator, temporaries)
+
+
+def memory_bytes(dev) -> int | None:
+    """Memory ``dev`` has for a run: the GPU's free memory, or the machine's (None where it cannot tell)."""
+    import os
+
+    import torch
+
+    if dev.type == "cuda":
+        return torch.cuda.mem_get_info(dev)[0]
+    try:  # MemAvailable counts the page cache the kernel would give back; MemFree does not
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def too_big(need: float, dev) -> str | None:
+    """None when ``need`` bytes fit ``dev`` (or its memory is unknown), else "need X GiB, more than this machine can
+    spare (Y GiB on DEV)" for the caller's error line."""
+    have = memory_bytes(dev)
+    if have is None or need <= SPARE * have:
+        return None
+    return f"need {need / 2**30:.1f} GiB, more than this machine can spare ({have / 2**30:.1f} GiB free on {dev})"
+
+
+def model_bytes(cfg, dtype) -> int:
+    """Bytes of the weights of the model ``cfg`` describes, in ``dtype`` (counted on the meta device: nothing is
+    allocated)."""
+    import torch
+
+    from ..models.model import HybridLM
+
+    with torch.device("meta"):
+        model = HybridLM(cfg)
+    size = torch.empty(0, dtype=dtype).element_size()
+    return sum(p.numel() for p in model.parameters()) * size
