@@ -4,11 +4,7 @@ import torch
 
 from replayssm.bench.synthetic import random_model
 from replayssm.models.config import ModelConfig
-
-TINY = {"model_type": "qwen3_5_text", "num_hidden_layers": 4, "hidden_size": 64, "vocab_size": 256,
-        "linear_num_value_heads": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
-        "linear_num_key_heads": 2, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
-        "linear_conv_kernel_dim": 4, "intermediate_size": 96}  # fmt: skip
+from tests.bench.test_e2e_bytes import TINY
 
 
 def test_random_model_allocates_in_its_dtype_only(monkeypatch):
