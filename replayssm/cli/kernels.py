@@ -182,8 +182,9 @@ def cmd_kernels(args) -> int:
         raise UsageError("--device cuda: no CUDA GPU here (--device cpu runs a smoke test; its times mean nothing)")
     if args.device == "cpu":
         if args.dtype == "bf16" and _interpreted(args):
-            raise UsageError("--dtype bf16: on the cpu the SGLang peers' kernels run in Triton's interpreter, which "
-                             "computes bf16 wrongly; use fp16 or fp32, or --peers none")  # fmt: skip
+            raise UsageError("--dtype bf16: Triton's interpreter, which runs the SGLang peers' kernels on the cpu "
+                             "(and replayssm's with REPLAYSSM_IMPL=triton), computes bf16 wrongly; use fp16 or fp32, "
+                             "or --peers none")  # fmt: skip
         if not os.environ.get("TRITON_INTERPRET"):  # unset or empty: on, before the peers' kernel files are loaded
             os.environ["TRITON_INTERPRET"] = "1"
         if not interpreter_requested():
