@@ -93,22 +93,21 @@ def _model_spec(spec: str, layers: int | None) -> str:
     return spec
 
 
-def _check_fits(args, spec: str, dev, dtype) -> None:
-    """The model's weights in ``dtype`` fit ``dev`` (before a preset's random weights or a folder's are made)."""
+def _check_fits(args, spec: str, dev) -> None:
+    """The model's weights fit ``dev`` (before a preset's random weights or a folder's are made)."""
     from ..bench.synthetic import preset_config
     from ..models.config import ModelConfig
     from ..models.presets import PRESETS
     from ..tiny import TINY_MODEL
-    from .fit import model_bytes, too_big
+    from .fit import weights_too_big
 
     if spec in PRESETS:
         cfg, flag = preset_config(spec, args.layers), f"--model {args.model} --layers {args.layers}"
     else:
         cfg, flag = ModelConfig.from_file(TINY_MODEL if spec == "tiny" else spec), f"--model {args.model}"
-    big = too_big(model_bytes(cfg, dtype), dev)
+    big = weights_too_big(cfg, dev)
     if big:
-        fewer = "; fewer --layers" if spec in PRESETS else ""
-        raise UsageError(f"{flag}: its weights in {str(dtype).removeprefix('torch.')} {big}{fewer}")
+        raise UsageError(f"{flag}: {big}{'; fewer --layers' if spec in PRESETS else ''}")
 
 
 def run(args) -> int:
@@ -124,7 +123,7 @@ def run(args) -> int:
     import torch
 
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    _check_fits(args, spec, dev, dtype)
+    _check_fits(args, spec, dev)
     env = environment()
     print(header(env), flush=True)
     if dev.type == "cpu":

@@ -47,3 +47,13 @@ def model_bytes(cfg, dtype) -> int:
         model = HybridLM(cfg)
     size = torch.empty(0, dtype=dtype).element_size()
     return sum(p.numel() for p in model.parameters()) * size
+
+
+def weights_too_big(cfg, dev) -> str | None:
+    """``too_big`` for the weights of ``cfg`` in the dtype a run on ``dev`` loads them in (bf16 on a GPU, fp32 on the
+    CPU): "its weights in DTYPE need ..." or None."""
+    import torch
+
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    big = too_big(model_bytes(cfg, dtype), dev)
+    return f"its weights in {str(dtype).removeprefix('torch.')} {big}" if big else None

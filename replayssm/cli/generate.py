@@ -77,17 +77,13 @@ def _load(args, dev, folder):
             raise UsageError(f"--model {args.model}: {e}") from e
 
 
-def _check_fits(args, folder, dev) -> None:
-    """The weights in the run's dtype (bf16 on a GPU, fp32 on the CPU, as ``LLM`` loads them) fit ``dev``."""
-    import torch
+def _check_fits(args, cfg, dev) -> None:
+    """The weights in the dtype ``LLM`` loads them in fit ``dev``."""
+    from .fit import weights_too_big
 
-    from ..models.config import ModelConfig
-    from .fit import model_bytes, too_big
-
-    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    big = too_big(model_bytes(ModelConfig.from_file(folder), dtype), dev)
+    big = weights_too_big(cfg, dev)
     if big:
-        raise UsageError(f"--model {args.model}: its weights in {str(dtype).removeprefix('torch.')} {big}")
+        raise UsageError(f"--model {args.model}: {big}")
 
 
 def _check_window_fits(args) -> None:
@@ -96,13 +92,13 @@ def _check_window_fits(args) -> None:
                          "and a window)")  # fmt: skip
 
 
-def _check_config(args, folder) -> list[int]:
+def _check_config(args, folder):
     """Everything checked before the weights load (a large model takes minutes), from config.json, tokenizer.json
     and the safetensors headers (``model_files``, ``mtp_head_problem``, ``check_checkpoint``: every tensor's name,
     shape and dtype, each file readable): --max-len within the model's
     max_position_embeddings (the KV cache for --max-len positions is allocated up front) and long enough for the
     prompt, --max-new-tokens and the window; --draft-vocab within the vocabulary; an MTP head where --drafter mtp or
-    --draft-vocab needs one. Returns the prompt's token ids."""
+    --draft-vocab needs one. Returns the ``ModelConfig`` and the prompt's token ids."""
     from ..models.loader import load_tokenizer, mtp_head_problem
 
     cfg = model_files(folder, args.model)
@@ -150,7 +146,7 @@ def _check_config(args, folder) -> list[int]:
                              "--max-new-tokens or shorten --prompt")  # fmt: skip
         raise UsageError(f"--max-len {args.max_len} is too small: the prompt is {tokens}, + --max-new-tokens "
                          f"{args.max_new_tokens} + {step} = {need}; raise --max-len or shorten --prompt")  # fmt: skip
-    return ids
+    return cfg, ids
 
 
 def run(args) -> int:
@@ -189,9 +185,9 @@ def run(args) -> int:
         raise UsageError("--draft-vocab: only with the MTP drafter, and --window 1 is plain decoding: drop it")
     if args.max_len is not None:
         _check_window_fits(args)
-    ids = _check_config(args, folder)
+    cfg, ids = _check_config(args, folder)
     dev = device(args.device)
-    _check_fits(args, folder, dev)
+    _check_fits(args, cfg, dev)
     if dev.type == "cpu":
         import torch
 

@@ -103,7 +103,7 @@ def cmd_peers(args) -> int:
         raise UsageError("--cache: give a folder, got an empty name")
     cache_flag = "--cache" if args.cache is not None else "$REPLAYSSM_WHEEL_CACHE"
     cache = args.cache if args.cache is not None else os.environ.get("REPLAYSSM_WHEEL_CACHE") or None
-    if cache and os.path.exists(os.path.expanduser(cache)) and not os.path.isdir(os.path.expanduser(cache)):
+    if cache and _not_a_folder(cache):
         raise UsageError(f"{cache_flag} {cache}: exists and is not a folder (the folder wheels are downloaded to)")
     folders = [(f, p) for f, p in ((dest_flag, args.dest), (cache_flag, cache if args.download else None)) if p]
     made = [q for _, p in folders for q in _missing(p)]  # removed again when the command fails
@@ -124,6 +124,12 @@ def cmd_peers(args) -> int:
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         print(f"sglang {version}: {folder} ({size / 1024:.0f} KiB)")
     return 0
+
+
+def _not_a_folder(path: str) -> bool:
+    """``path`` (``~`` expanded) exists and is not a folder."""
+    p = os.path.expanduser(path)
+    return os.path.exists(p) and not os.path.isdir(p)
 
 
 def _missing(path) -> list:
@@ -205,8 +211,7 @@ def cmd_kernels(args) -> int:
         raise UsageError("--peers-dir: give a folder, got an empty name")
     if args.peers_dir is not None and not cfg.peers:
         raise UsageError(f"--peers-dir {args.peers_dir}: not used with --peers none; drop it")
-    if args.peers_dir is not None and os.path.exists(os.path.expanduser(args.peers_dir)) and not os.path.isdir(
-            os.path.expanduser(args.peers_dir)):  # fmt: skip
+    if args.peers_dir is not None and _not_a_folder(args.peers_dir):
         raise UsageError(f"--peers-dir {args.peers_dir}: a file, not a folder (give the folder bench peers extracted "
                          "into)")  # fmt: skip
     unknown = [v for v in cfg.peers if v not in RELEASES]
@@ -217,7 +222,7 @@ def cmd_kernels(args) -> int:
                          f"{PEER_MIN_HEAD_DIM} (their tl.dot tiles); raise them or pass --peers none")  # fmt: skip
     env = os.environ.get("REPLAYSSM_PEERS") if args.peers_dir is None else None
     where = "$REPLAYSSM_PEERS" if env else "--peers-dir"  # the one the user set: the error names it
-    if env and cfg.peers and os.path.exists(os.path.expanduser(env)) and not os.path.isdir(os.path.expanduser(env)):
+    if env and cfg.peers and _not_a_folder(env):
         raise UsageError(f"$REPLAYSSM_PEERS {env}: a file, not a folder (give the folder bench peers extracted into)")
     try:
         peers = load_peers(cfg)

@@ -23,13 +23,9 @@ def header_tensors(folder: Path) -> dict[str, torch.Tensor]:
     that is not a readable safetensors file (a folder so named included) or a tensor found twice."""
     from safetensors import SafetensorError, safe_open
 
-    from .loader import WeightError, _canonical, _stack_experts
+    from .loader import WeightError, collect_tensors
 
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors in {folder}")
-    tensors, origin = {}, {}
-    for f in files:
+    def read(f: Path) -> dict[str, torch.Tensor]:
         if not f.is_file():
             raise WeightError(f"{f} is not a readable safetensors file: a folder, not a file")
         try:
@@ -38,15 +34,10 @@ def header_tensors(folder: Path) -> dict[str, torch.Tensor]:
                 shapes = {n: (s.get_shape(), s.get_dtype()) for n, s in slices.items()}
         except (SafetensorError, OSError) as e:  # truncated, corrupt, or not a safetensors file at all
             raise WeightError(f"{f} is not a readable safetensors file: {e}") from None
-        for name, (shape, dtype) in shapes.items():
-            c = _canonical(name)
-            if c is None:
-                continue
-            if c in tensors:
-                raise WeightError(f"{c} is in the checkpoint twice: {origin[c]} and {f.name} ({name})")
-            tensors[c] = torch.empty(shape, dtype=_DTYPES.get(dtype, torch.uint8), device="meta")
-            origin[c] = f.name
-    return _stack_experts(tensors)
+        return {n: torch.empty(shape, dtype=_DTYPES.get(dt, torch.uint8), device="meta") for n, (shape, dt) in
+                shapes.items()}  # fmt: skip
+
+    return collect_tensors(folder, read)
 
 
 def check_checkpoint(folder, cfg: ModelConfig | None = None, mtp=False) -> None:

@@ -73,16 +73,25 @@ def read_safetensors(folder: Path, progress=None) -> dict[str, torch.Tensor]:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    def read(f: Path) -> dict[str, torch.Tensor]:
+        try:
+            return load_file(str(f))
+        except SafetensorError as e:  # truncated, corrupt, or not a safetensors file at all
+            raise WeightError(f"{f} is not a readable safetensors file: {e}") from None
+
+    return collect_tensors(folder, read, progress)
+
+
+def collect_tensors(folder: Path, read, progress=None) -> dict[str, torch.Tensor]:
+    """``read(file)`` ({name: tensor}) of every ``*.safetensors`` file of ``folder``, by canonical name, experts
+    stacked; ``progress(nbytes)`` after each file. A name found twice (two shards, or two spellings of one tensor) is
+    a ``WeightError`` naming both files."""
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"no *.safetensors in {folder}")
     tensors, origin = {}, {}
     for f in files:
-        try:
-            read = load_file(str(f))
-        except SafetensorError as e:  # truncated, corrupt, or not a safetensors file at all
-            raise WeightError(f"{f} is not a readable safetensors file: {e}") from None
-        for name, t in read.items():
+        for name, t in read(f).items():
             c = _canonical(name)
             if c is not None:
                 if c in tensors:  # two shards (or two spellings) of one tensor: neither may silently win
