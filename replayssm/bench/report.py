@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from .._io import write_text
+
 COMMIT_ENV = "REPLAYSSM_COMMIT"
 
 
@@ -63,7 +65,7 @@ def format_table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:
 
 def write_json(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, default=str))
+    write_text(path, json.dumps(payload, indent=2, default=str))
 
 
 def plot_lines(path: Path, panels: list[tuple[str, list[dict], list[tuple[str, str]]]], xkey: str, ylabel: str,

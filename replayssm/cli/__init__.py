@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -10,6 +11,8 @@ import traceback
 from .. import __version__
 from .common import Parser, UsageError, check_environment, debug_enabled, report_usage_error
 
+IO_ERROR = 74  # EX_IOERR of sysexits.h: the work was done but its output could not be written (a full disk)
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 BROKEN_PIPE = 141  # the exit status when the reader of stdout went away (``| head``): 128 + SIGPIPE, as a shell reports
 # a command that SIGPIPE ended; neither 1 (a bug or a failed check) nor 0 (the command did not finish)
 
@@ -109,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the interpreter's last flush, too)
         return BROKEN_PIPE
     except OSError as e:  # (after BrokenPipeError, an OSError too)
+        if e.errno in WRITE_ERRORS:
+            return _write_failed(e, argv, prog)
         if e.errno != errno.ENAMETOOLONG:
             raise
         if debug_enabled(argv):
@@ -117,3 +122,15 @@ def main(argv: list[str] | None = None) -> int:
         shown = name if len(name) <= 60 else f"{name[:60]}..."
         return report_usage_error(UsageError(f"{_flag_of(argv, name)}{shown}: a name longer than the file system "
                                              "takes; give a shorter path"), prog)  # fmt: skip
+
+
+def _write_failed(e: OSError, argv: list[str], prog: str) -> int:
+    """One line for an output that could not be written (a full disk, ``--json /dev/full``, stdout on a full device):
+    the file (with its flag) or the standard output, and the system's reason; exit status ``IO_ERROR``."""
+    if debug_enabled(argv):
+        traceback.print_exc()
+    where = f"{_flag_of(argv, e.filename)}{e.filename}" if e.filename is not None else "the output"
+    print(f"{prog}: error: could not write {where}: {os.strerror(e.errno)}", file=sys.stderr)
+    with contextlib.suppress(OSError):  # stdout may hold what it could not write: the last flush would fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return IO_ERROR

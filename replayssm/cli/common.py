@@ -106,9 +106,9 @@ def debug_enabled(argv: list[str]) -> bool:
 
 def stem(text: str) -> str:
     """An argparse type (``--tag``): a plain file-name stem, the outputs' names without a suffix."""
-    if not text or text.startswith(".") or any(c in text for c in "/\\\0"):
-        raise argparse.ArgumentTypeError(f"must be a plain file name stem (not empty, no '/' or '\\', not "
-                                         f"starting with '.'), e.g. run-1, got {text!r}")  # fmt: skip
+    if not text or text.startswith(".") or any(c in text for c in "/\\") or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"must be a plain file name stem (not empty, no '/', '\\' or control "
+                                         f"characters, not starting with '.'), e.g. run-1, got {text!r}")  # fmt: skip
     return text
 
 

@@ -116,7 +116,9 @@ def run(args) -> int:
 def _write_json(path, res: dict) -> None:
     import json
 
-    path.write_text(json.dumps(res, indent=1) + "\n")
+    from .._io import write_text
+
+    write_text(path, json.dumps(res, indent=1) + "\n")
     print(f"wrote {path}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._io import write_text
 from .common import UsageError, add_command, check_ring, integer, note_shadowed, number, out_file, power_of_two
 
 MAX_CONTEXT = 1 << 24  # tokens: a sanity bound, far above the context length of any published config
@@ -82,7 +83,7 @@ def run(args) -> int:
                        budget_bytes=max(1, int(args.budget_gib * 2**30)), context=args.context)  # fmt: skip
     if args.json not in (None, "-"):
         path = out_file(args.json, "--json")
-        path.write_text(json.dumps(plan, indent=2))
+        write_text(path, json.dumps(plan, indent=2))
         print(f"wrote {path}")
         return 0
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan))

@@ -40,6 +40,17 @@ def _check_fields(d: dict) -> None:
                                f"linear_num_key_heads={h}")  # fmt: skip
 
 
+def _json_kind(x) -> str:
+    """What a parsed JSON value is, in JSON's words: null, a boolean, a number, a string, an array."""
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return f"the boolean {str(x).lower()}"
+    if isinstance(x, (int, float)):
+        return f"the number {x}"
+    return {str: "a string", list: "an array"}.get(type(x), f"a {type(x).__name__}")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     model_type: str
@@ -119,12 +130,12 @@ class ModelConfig:
         """Raises ``ModelConfigError`` (a ``ValueError``) naming the field that is missing, ill-typed or
         unsupported."""
         if not isinstance(d, dict):
-            raise ModelConfigError(f"config.json must hold a JSON object, got a JSON {type(d).__name__}")
+            raise ModelConfigError(f"config.json must hold a JSON object, got {_json_kind(d)}")
         mt = d.get("model_type")
         if mt in _WRAPPERS:  # multimodal wrapper: the text model is in text_config
             d = d.get("text_config", d)
             if not isinstance(d, dict):
-                raise ModelConfigError(f"config.json text_config must be a JSON object, got {type(d).__name__}")
+                raise ModelConfigError(f"config.json text_config must be a JSON object, got {_json_kind(d)}")
             d = dict(d)
             d.setdefault("model_type", _WRAPPERS[mt])
             mt = d["model_type"]

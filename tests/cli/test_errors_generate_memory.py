@@ -47,7 +47,7 @@ CASES = [
     (GEN + [TINY, "--max-len", "64", "--max-new-tokens", "60"], "--max-len 64", "the prompt is 1 token, +"),
     (GEN + [TINY, "--draft-vocab", "0"], "--draft-vocab", ">= 1"),
     (GEN + [TINY, "--draft-vocab", "64", "--drafter", "ngram"], "--draft-vocab", "only with the MTP drafter"),
-    (GEN + ["{bad}/list"], "--model {bad}/list", "must hold a JSON object, got a JSON list"),
+    (GEN + ["{bad}/list"], "--model {bad}/list", "must hold a JSON object, got an array"),
     (GEN + ["{bad}/negative"], "--model", "'linear_num_value_heads' must be a positive int, got -4"),
     (GEN + ["{bad}/corrupt"], "--model", "model.safetensors is not a readable safetensors file"),
     (GEN + ["{bad}/no_mtp", "--drafter", "mtp"], "--drafter mtp", "no mtp.* tensors"),

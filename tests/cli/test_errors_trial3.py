@@ -63,7 +63,7 @@ CASES = [
      "only the replay backend keeps a ring"),
     (["memory", "--model", ""], "--model", "got an empty name"),
     ([*KERNELS, "--windows", "2", "--target-ms", "inf"], "--target-ms", "a finite number > 0"),
-    ([*KERNELS, "--windows", "2", "--tag", "x\\y"], "--tag", "no '/' or '\\'"),
+    ([*KERNELS, "--windows", "2", "--tag", "x\\y"], "--tag", "no '/', '\\'"),
     (["bench", "e2e", "--prompt-len", "99999999"], "--prompt-len", "from 1 to 1048576"),
     (["bench", "e2e", "--peak", "--capacity-context", "99999999"], "--capacity-context", "from 1 to 1048576"),
     (["demo", "--json", "-"], "--json -", "give a file name"),  # (it wrote a file named "-")

@@ -57,7 +57,7 @@ def _folder(tmp_path, config):
 
 def test_config_errors_name_the_file_and_the_field(tmp_path):
     cfg = json.loads((TINY_MODEL / "config.json").read_text())
-    with pytest.raises(ModelConfigError, match=r"m/config.json: must hold a JSON object, got a JSON list"):
+    with pytest.raises(ModelConfigError, match=r"m/config.json: must hold a JSON object, got an array"):
         LLM(_folder(tmp_path, [cfg]))
     shutil.rmtree(tmp_path / "m")
     with pytest.raises(ModelConfigError, match=r"'linear_num_value_heads' must be a positive int, got -4"):
