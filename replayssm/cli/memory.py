@@ -79,8 +79,11 @@ def run(args) -> int:
         ok = [t for t in range(1, cfg.H + 1) if cfg.H % t == 0 and cfg.HV % t == 0]
         raise UsageError(f"--tp {args.tp} must divide the model's {cfg.H} GDN key heads and {cfg.HV} value heads: "
                          f"one of {', '.join(map(str, ok))}")  # fmt: skip
+    budget = int(args.budget_gib * 2**30)
+    if budget < 1:  # (a budget was rounded up to 1 byte)
+        raise UsageError(f"--budget-gib {args.budget_gib:g} is less than a byte; give at least 1e-9 (GiB)")
     plan = plan_memory(cfg, name=name, tp=args.tp, T=args.window, L=args.ring, act_bytes=DTYPE_BYTES[args.dtype],
-                       budget_bytes=max(1, int(args.budget_gib * 2**30)), context=args.context)  # fmt: skip
+                       budget_bytes=budget, context=args.context)  # fmt: skip
     if args.json not in (None, "-"):
         path = out_file(args.json, "--json")
         write_text(path, json.dumps(plan, indent=2))

@@ -191,6 +191,7 @@ def gdn_replay_verify(
     staged = not vl.one_launch(BT, L, B * HV, dev)
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     pdl = vl.use_pdl(HV * B * ln.programs_per_head, dev) and not staged  # (before any launch: it checks a switch)
+    fold_last = vl.fold_last()
     if staged:
         META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
@@ -203,7 +204,7 @@ def gdn_replay_verify(
             q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
             c.epoch, c.pending, scale, X, META, GA, GB, CW, B, vl.fold_free_tail(HV * ln.programs_per_head, dev, BT), H,
             HV, K, L, BT, GP, *vl.prep_layouts(K, BT, pw), vl.rows_smem(8), vl.rows_smem(min(8, BT)),
-            *vl.order_layout(B, pw), vl.gate_layout(GP, BT, pw), num_warps=pw,
+            *vl.order_layout(B, pw), vl.gate_layout(GP, BT, pw), fold_last, num_warps=pw,
         )  # fmt: skip
     else:  # the main kernel reads each row's slot, window and cursors itself, and sets ``pending``
         META = X = GA = GB = CW = slots  # not read
@@ -213,7 +214,7 @@ def gdn_replay_verify(
     pre = ln.rows_per_program > ln.rows and ln.rows * K <= stages * ln.rows_per_program * KC
     tc, nx, mma = vl.tensor_cores(ln, BT, KC, stages, dev)
     pack = staged and vl.pack_in_keys(L, K, BT, nx, ln.rows_per_program, v.element_size())
-    dif = vl.dots_in_fold(staged, tc, pre, ln.rows, ln.rows_per_program, nx, pack, L)
+    dif = 0 if fold_last else vl.dots_in_fold(staged, tc, pre, ln.rows, ln.rows_per_program, nx, pack, L)
     W = ln.num_warps
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded,
@@ -221,7 +222,7 @@ def gdn_replay_verify(
         BT, ln.rows, ln.rows_per_program, KC, vl.K_STEP, stages, ln.layout,
         *vl.main_layouts(ln, BT, KC), vl.SMEM, vl.chunk_smem(KC), vl.ROWS1, pre, vl.SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        vl.window_smem(tc, staged, BT), pdl, pack, dif, num_warps=W, **vl.MAXNREG,
+        vl.window_smem(tc, staged, BT), pdl, pack, dif, fold_last, num_warps=W, **vl.MAXNREG,
         **({"launch_pdl": True} if pdl else {}),
     )  # fmt: skip
     return o

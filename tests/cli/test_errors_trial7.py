@@ -59,3 +59,11 @@ def test_a_tag_with_control_characters_is_refused(tag, capsys):
     """``--tag`` took a newline (a file name with a line break in it)."""
     assert main(["bench", "e2e", "--tag", tag]) == 2
     assert_one_line_error(capsys.readouterr(), "--tag", "control characters")
+
+
+def test_a_budget_under_a_byte_is_refused(capsys):
+    """``memory --budget-gib 1e-30`` was planned with a budget of 1 byte (rounded up)."""
+    assert main(["memory", "--model", "tiny", "--budget-gib", "1e-30"]) == 2
+    assert_one_line_error(capsys.readouterr(), "--budget-gib 1e-30", "less than a byte")
+    assert main(["memory", "--model", "tiny", "--budget-gib", "1e-9", "--json"]) == 0
+    assert '"budget": 1,' in capsys.readouterr().out
