@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from .common import UsageError, add_draft_vocab, add_out, integer, number, out_dir, power_of_two
+from .common import UsageError, add_draft_vocab, integer, number, power_of_two
 from .kernels import add_parsers as add_kernel_parsers
+from .outputs import add_out, out_dir
 
 PEAK_DEFAULTS = {"capacity_context": 1024, "peak_steps": 8}  # flags only --peak reads (E2EConfig's defaults)
 

@@ -3,17 +3,8 @@ layer with random inputs)."""
 
 from __future__ import annotations
 
-from .common import (
-    SEED_MAX,
-    UsageError,
-    add_command,
-    add_device,
-    check_ring,
-    device,
-    integer,
-    out_file,
-    power_of_two,
-)
+from .common import SEED_MAX, UsageError, add_command, add_device, check_ring, device, integer, power_of_two
+from .outputs import out_file
 
 LAYER_ONLY = {"steps": 100, "batch": 4, "ring": None, "seed": 0}  # --layer's flags and their defaults
 MODEL_ONLY = {"max_new_tokens": 48}  # the model demo's

@@ -9,16 +9,15 @@ from .common import (
     UsageError,
     add_command,
     add_device,
-    add_out,
     check_ring,
     device,
     integer,
     model_files,
     model_folder,
     note_shadowed,
-    out_dir,
     power_of_two,
 )
+from .outputs import add_out, out_dir
 
 PROMPTS = 3  # load_drift_model gives three prompts
 

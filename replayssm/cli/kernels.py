@@ -8,7 +8,8 @@ import os
 import sys
 
 from .._env import interpreter_requested
-from .common import RESULTS_DIR, UsageError, add_command, integer, number, out_dir, power_of_two, stem
+from .common import UsageError, add_command, integer, number, power_of_two
+from .outputs import RESULTS_DIR, out_dir, stem
 
 ROOT_HELP = "$REPLAYSSM_PEERS, else .peers/ in the repository"
 MAX_RING = 1024  # each point first runs L steps to fill its rings: 65,536 of them is hours even at smoke shapes

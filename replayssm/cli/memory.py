@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .._io import write_text
-from .common import UsageError, add_command, check_ring, integer, note_shadowed, number, out_file, power_of_two
+from .common import UsageError, add_command, check_ring, integer, note_shadowed, number, power_of_two
+from .outputs import out_file
 
 MAX_CONTEXT = 1 << 24  # tokens: a sanity bound, far above the context length of any published config
 

@@ -186,7 +186,7 @@ def test_as_a_process_no_traceback_and_no_torch_for_help():
 def test_repeated_e2e_values_run_once_and_a_tiny_budget_fits_nothing(monkeypatch, capsys):
     """A review found two tracebacks after the bench configs began to check their fields: ``--concurrency 8 8``
     (E2EConfig refuses a repeat; the kernels bench already ran each value once) and ``--budget-gib 1e-10`` (0 bytes
-    after rounding down, refused by plan_memory)."""
+    after rounding down, refused by plan_memory; now a one-line error, a budget under a byte)."""
     import torch
 
     from replayssm.bench import e2e
@@ -197,8 +197,10 @@ def test_repeated_e2e_values_run_once_and_a_tiny_budget_fits_nothing(monkeypatch
     main(["bench", "e2e", "--concurrency", "8", "8", "64", "--modes", "plain", "replay", "plain"])
     capsys.readouterr()
     assert seen and seen[0].concurrency == (8, 64) and seen[0].modes == ("plain", "replay")
-    assert main(["memory", "--model", "qwen3.5-4b", "--budget-gib", "1e-10"]) == 0
+    assert main(["memory", "--model", "qwen3.5-4b", "--budget-gib", "1e-9"]) == 0  # 1 byte: nothing fits
     assert re.search(r"requests that fit in 1 B .*\s0\s+0\n", capsys.readouterr().out)
+    assert main(["memory", "--model", "qwen3.5-4b", "--budget-gib", "1e-10"]) == 2  # under a byte: refused since
+    assert "less than a byte" in capsys.readouterr().err  # the thirty-second session (it was planned as 1 B)
 
 
 def test_e2e_peak_flags_default_with_peak(monkeypatch, capsys):
