@@ -1,4 +1,4 @@
-"""replayssm bench: kernels and peers (cli/kernels.py), and e2e, the end-to-end GPU benchmark."""
+"""replayssm bench: kernels (cli/kernels.py), peers (cli/peers.py) and e2e, the end-to-end GPU benchmark."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 from .common import UsageError, add_draft_vocab, integer, number, power_of_two
 from .kernels import add_parsers as add_kernel_parsers
 from .outputs import add_out, out_dir
+from .peers import add_parser as add_peers_parser
 
 PEAK_DEFAULTS = {"capacity_context": 1024, "peak_steps": 8}  # flags only --peak reads (E2EConfig's defaults)
 
@@ -23,6 +24,7 @@ def add_parser(sub) -> None:
     bench.add_argument("--debug", action="store_true", help="show tracebacks (or set REPLAYSSM_DEBUG=1)")
     commands = bench.add_subparsers(dest="bench", required=True, metavar="WHAT")
     add_kernel_parsers(commands)
+    add_peers_parser(commands)
 
     from .common import add_command
 

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import sys
 
 from .._env import interpreter_requested
 from .common import UsageError, add_command, integer, number, power_of_two
 from .outputs import RESULTS_DIR, out_dir, stem
+from .peers import ROOT_HELP, not_a_folder
 
-ROOT_HELP = "$REPLAYSSM_PEERS, else .peers/ in the repository"
 MAX_RING = 1024  # each point first runs L steps to fill its rings: 65,536 of them is hours even at smoke shapes
 PEER_MIN_HEAD_DIM = 32  # below it SGLang's kernels tile a tl.dot operand under 16 ("BKT=8 must be >=16")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 def add_parsers(bench) -> None:
-    """Add ``kernels`` and ``peers`` to the ``replayssm bench`` subparsers."""
+    """Add ``kernels`` to the ``replayssm bench`` subparsers."""
     k = add_command(bench, "kernels", "per-layer step time of every backend and SGLang peer vs the memory floor",
                     cmd_kernels)  # fmt: skip
     for name, default, what in (("--H", 16, "GDN key heads"), ("--HV", 64, "GDN value heads, a multiple of --H"),
@@ -56,92 +54,6 @@ def add_parsers(bench) -> None:
     k.add_argument("--tile", default=None, help="tile for the main run: a spec, or 'best' (best bitwise of the sweep)")
     k.add_argument("--out", default=RESULTS_DIR, help=f"folder for the JSON and PNG (default ./{RESULTS_DIR})")
     k.add_argument("--tag", type=stem, default="kernels", help="file name stem of the outputs (no '/')")
-
-    p = add_command(bench, "peers", "extract the SGLang releases' kernel files from their wheels (for --peers-dir)",
-                    cmd_peers)  # fmt: skip
-    p.add_argument("--wheels", nargs="*", default=None, help="sglang-<version>-*.whl files, or folders holding them")
-    p.add_argument("--download", action="store_true", help="pip download the wheels that are not given")
-    p.add_argument("--cache", default=None,
-                   help="download folder, searched for wheels even without --download "
-                   "(default $REPLAYSSM_WHEEL_CACHE or ~/.cache/replayssm/wheels)")  # fmt: skip
-    p.add_argument("--peers-dir", dest="dest", default=None, metavar="DIR",
-                   help=f"the peers folder to extract into, as bench kernels --peers-dir reads it (default "
-                        f"{ROOT_HELP})")  # fmt: skip
-    p.add_argument("--dest", dest="old_dest", default=None, help=argparse.SUPPRESS)  # the old spelling: refused
-    p.add_argument("--releases", nargs="+", default=["0.5.16", "0.5.23"], help="SGLang releases to extract")
-
-
-def cmd_peers(args) -> int:
-    from ..bench.peers.sglang import RELEASES, PeerKernelsError, default_root
-    from ..bench.peers.sglang.extract import extract_all
-
-    if args.old_dest is not None:
-        raise UsageError(f"--dest {args.old_dest}: now spelled --peers-dir {args.old_dest}")
-    unknown = [v for v in args.releases if v not in RELEASES]
-    if unknown:
-        raise UsageError(f"--releases: no peer for {', '.join(unknown)}; known: {', '.join(RELEASES)}")
-    if args.wheels == []:  # the flag without a file (argparse's nargs="*" takes none)
-        raise UsageError("--wheels: give at least one sglang-<version>-*.whl file or a folder holding them")
-    args.wheels = args.wheels or []
-    missing = [w for w in args.wheels if not os.path.exists(os.path.expanduser(w))]
-    if missing:
-        raise UsageError(f"--wheels {' '.join(missing)}: no such file or folder")
-    from pathlib import Path
-
-    for w in map(lambda w: Path(w).expanduser(), args.wheels):
-        if w.is_file() and not (w.name.startswith("sglang-") and w.name.endswith(".whl")):
-            raise UsageError(f"--wheels {w}: not an SGLang wheel (sglang-<version>-*.whl)")
-        if w.is_dir() and not any(w.glob("sglang-*.whl")):
-            raise UsageError(f"--wheels {w}: a folder without SGLang wheels (sglang-<version>-*.whl)")
-    if args.dest is not None and not args.dest.strip():
-        raise UsageError("--peers-dir: give a folder, got an empty name")
-    if args.dest is None:  # the default folder: $REPLAYSSM_PEERS or .peers/, checked as --peers-dir would be
-        env = os.environ.get("REPLAYSSM_PEERS")
-        args.dest, dest_flag = (env, "$REPLAYSSM_PEERS") if env else (None, "--peers-dir")
-    else:
-        dest_flag = "--peers-dir"
-    if args.cache is not None and not args.cache.strip():
-        raise UsageError("--cache: give a folder, got an empty name")
-    cache_flag = "--cache" if args.cache is not None else "$REPLAYSSM_WHEEL_CACHE"
-    cache = args.cache if args.cache is not None else os.environ.get("REPLAYSSM_WHEEL_CACHE") or None
-    if cache and _not_a_folder(cache):
-        raise UsageError(f"{cache_flag} {cache}: exists and is not a folder (the folder wheels are downloaded to)")
-    folders = [(f, p) for f, p in ((dest_flag, args.dest), (cache_flag, cache if args.download else None)) if p]
-    made = [q for _, p in folders for q in _missing(p)]  # removed again when the command fails
-    try:
-        for flag, path in folders:  # writable, checked (and made) before anything is downloaded
-            out_dir(path, flag)
-        root = Path(args.dest).expanduser() if args.dest else default_root()  # (bash leaves --peers-dir=~/x as is)
-        done = extract_all([RELEASES[v] for v in args.releases], root, wheels=args.wheels,
-                           download=args.download, cache=args.cache)  # fmt: skip
-    except (PeerKernelsError, UsageError) as e:
-        for q in sorted(made, key=lambda q: -len(q.parts)):
-            with contextlib.suppress(OSError):
-                q.rmdir()  # only if still empty
-        if isinstance(e, UsageError):
-            raise
-        raise UsageError(f"--wheels/--download: {e}") from None
-    for version, folder in done.items():
-        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-        print(f"sglang {version}: {folder} ({size / 1024:.0f} KiB)")
-    return 0
-
-
-def _not_a_folder(path: str) -> bool:
-    """``path`` (``~`` expanded) exists and is not a folder."""
-    p = os.path.expanduser(path)
-    return os.path.exists(p) and not os.path.isdir(p)
-
-
-def _missing(path) -> list:
-    """``path`` and those of its parents that do not exist yet."""
-    from pathlib import Path
-
-    p, out = Path(path).expanduser().absolute(), []
-    while not p.exists() and p != p.parent:
-        out.append(p)
-        p = p.parent
-    return out
 
 
 def _shape(args):
@@ -212,7 +124,7 @@ def cmd_kernels(args) -> int:
         raise UsageError("--peers-dir: give a folder, got an empty name")
     if args.peers_dir is not None and not cfg.peers:
         raise UsageError(f"--peers-dir {args.peers_dir}: not used with --peers none; drop it")
-    if args.peers_dir is not None and _not_a_folder(args.peers_dir):
+    if args.peers_dir is not None and not_a_folder(args.peers_dir):
         raise UsageError(f"--peers-dir {args.peers_dir}: a file, not a folder (give the folder bench peers extracted "
                          "into)")  # fmt: skip
     unknown = [v for v in cfg.peers if v not in RELEASES]
@@ -223,7 +135,7 @@ def cmd_kernels(args) -> int:
                          f"{PEER_MIN_HEAD_DIM} (their tl.dot tiles); raise them or pass --peers none")  # fmt: skip
     env = os.environ.get("REPLAYSSM_PEERS") if args.peers_dir is None else None
     where = "$REPLAYSSM_PEERS" if env else "--peers-dir"  # the one the user set: the error names it
-    if env and cfg.peers and _not_a_folder(env):
+    if env and cfg.peers and not_a_folder(env):
         raise UsageError(f"$REPLAYSSM_PEERS {env}: a file, not a folder (give the folder bench peers extracted into)")
     try:
         peers = load_peers(cfg)
