@@ -7,10 +7,12 @@ the window ``(q^_s, k^_s, v_s, g_s, beta_s)`` (docs/design.md, "the math"):
     A[s, r]  = beta_s exp(G_s - G_r) (k^_s . k^_r)   (s > r);  R_s = beta_s (v_s - exp(G_s) S_prev k^_s)
     U        = (I + A)^-1 R;   o_s = exp(G_s) S_prev q^_s + sum_{r<=s} exp(G_s - G_r) (k^_r . q^_s) u_r
 
-Rows whose ring says ``flush`` first fold their history into the checkpoint with the baseline's own
-pinned update (inside the same kernel: one read, one write of the tile) and then run with an empty
-history. Every row appends its window's records (``k^``, raw ``v``, ``g``, ``beta``, ``u``) at logical
-positions ``write_pos .. write_pos + T - 1``; ``ring_commit`` later decides how many of them count.
+Rows whose ring says ``flush`` first fold their history into the checkpoint with the baseline's own pinned
+update (inside the same kernel: one read, one write of the tile) and then run with an empty history (with
+``REPLAYSSM_VERIFY_FOLD_LAST=1``, off by default, they run with their history first and fold last:
+``verify_launch.fold_last``). Every row appends its window's records (``k^``, raw ``v``, ``g``, ``beta``,
+``u``) at logical positions ``write_pos .. write_pos + T - 1``; ``ring_commit`` later decides how many of them
+count.
 """
 
 from __future__ import annotations

@@ -333,10 +333,9 @@ def _gdn_replay_verify_kernel(
         gl.store(ru + p_rec, U.to(ring_u.dtype.element_ty), mask=live_e)
         gl.store(rv + p_rec, v_raw, mask=live_e)
         if FOLD_LAST:  # noqa: SIM102  (a constexpr branch around a runtime one)
-            if fl != 0:  # 4. the fold, once every buffer of the stream is read (_fold_head skips a head folded already)
-                gl.thread_barrier()
+            if (fl != 0) & (folded == 0):  # 4. the fold, once every buffer of the stream is read (not on a retry:
+                gl.thread_barrier()  # _fold_head would issue its copies before finding the marker, then leave them)
                 _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, xf,
                            _x_rows(X, req, i_h, H, K, BT, CP2), BVP, BV, K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE,
                            SMEM_PRE, DIF, 2 * BT, NX, MMA, SMEM, PACK)  # fmt: skip
-                if PACK:  # a head folded already left its copies into the keys' rows in flight
-                    async_copy.wait_group(0)
+                async_copy.wait_group(0)  # (its copies have landed once it folded: no copy outlives the program)

@@ -200,10 +200,14 @@ def fold_last() -> bool:
     that work back under the stream and leaves the fold's FP32 work at the program's end, overlapping other programs'
     streams; the fold's re-read of the checkpoint should mostly hit L2. It turns ``dots_in_fold`` off (those modes take
     the products from a fold that comes first). Off by default: prepared in the thirty-second session without a GPU
-    run (the interpreter's tests pass: committed states bitwise the baseline's; an sm_90 build at T=4, L=16: 127
-    registers, no spills); ``bench/results/2026-12-05j-h200/run2.sh`` is its A/B. With it on, a retried verify of a
-    head folded already gives outputs equal to the first attempt's up to fp32 rounding (``verify_kernel``). Any other
-    value raises ``ValueError``."""
+    run (the interpreter's tests pass: committed states bitwise the baseline's; sm_90 builds at T=4, L=16: 125
+    registers staged, 121 in one launch, no spills); ``bench/results/2026-12-05j-h200/run2.sh`` is its A/B.
+
+    What it gives up: a retried step of a flushing row (``gdn_replay_verify`` called again, or ``StatePool.abort``,
+    which folds flagged rows, then the step again) streams the folded checkpoint, so its outputs equal the first
+    attempt's up to fp32 rounding (~1e-6 relative), not bit for bit as with the switch off; the committed state is
+    bitwise either way. Making it the default would relax ``StatePool.abort``'s promise accordingly
+    (tests/engine/test_fold_last_retry.py). Any other value raises ``ValueError``."""
     return switch("REPLAYSSM_VERIFY_FOLD_LAST") == "1"
 
 

@@ -36,9 +36,10 @@ def test_folding_last_keeps_the_baselines_bits(T, L, one_launch, monkeypatch):
     assert not torch.equal(o_last, o_first) and rel_err(o_last, o_first) < 5e-3  # bf16 outputs, another route
 
 
-@pytest.mark.parametrize("T, L", [(4, 16), (1, 32)])
-def test_a_retried_step_folding_last_does_not_fold_again(T, L, monkeypatch):
-    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", "0")
+@pytest.mark.parametrize("T, L, one_launch", [(4, 16, "0"), (1, 32, "0"), (4, 16, "1")])
+def test_a_retried_step_folding_last_does_not_fold_again(T, L, one_launch, monkeypatch):
+    """Retries find their heads folded and fold nothing (staged: its buffers packed in the fold's key rows)."""
+    monkeypatch.setenv("REPLAYSSM_VERIFY_ONE_LAUNCH", one_launch)
     monkeypatch.setenv("REPLAYSSM_VERIFY_FOLD_LAST", "1")
     c, x, slots = _mixed_step(T, L)
     before = c.checkpoint.clone()
