@@ -160,9 +160,9 @@ def _summary(res: dict, window: int) -> None:
 def _layer(args, dev, json_path=None) -> int:
     import torch
 
+    from ..fit import too_big
     from ..layer_demo import LayerDemoConfig, run_layer_demo
     from ..progress import progress
-    from .fit import too_big
 
     cfg = LayerDemoConfig(steps=args.steps, batch=args.batch, window=args.window, ring_len=args.ring,
                           seed=args.seed)  # fmt: skip

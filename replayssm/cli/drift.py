@@ -95,10 +95,10 @@ def _model_spec(spec: str, layers: int | None) -> str:
 def _check_fits(args, spec: str, dev) -> None:
     """The model's weights fit ``dev`` (before a preset's random weights or a folder's are made)."""
     from ..bench.synthetic import preset_config
+    from ..fit import weights_too_big
     from ..models.config import ModelConfig
     from ..models.presets import PRESETS
     from ..tiny import TINY_MODEL
-    from .fit import weights_too_big
 
     if spec in PRESETS:
         cfg, flag = preset_config(spec, args.layers), f"--model {args.model} --layers {args.layers}"

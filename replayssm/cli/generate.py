@@ -79,7 +79,7 @@ def _load(args, dev, folder):
 
 def _check_fits(args, cfg, dev) -> None:
     """The weights in the dtype ``LLM`` loads them in fit ``dev``."""
-    from .fit import weights_too_big
+    from ..fit import weights_too_big
 
     big = weights_too_big(cfg, dev)
     if big:

@@ -173,7 +173,7 @@ def _check_memory(cfg) -> None:
     import torch
 
     from ..bench.point import layers_for
-    from .fit import too_big
+    from ..fit import too_big
 
     need, at = 0, None
     for T, _L, B in cfg.grid():

@@ -26,6 +26,33 @@ def _check_max_len(cfg: ModelConfig, max_len: int) -> None:
         raise ValueError(f"max_len={max_len}: must be at most the model's max_position_embeddings={limit}")
 
 
+def _check_pool_fits(
+    cfg: ModelConfig,
+    backend: str,
+    shadow: str | None,
+    window: int,
+    ring_len: int | None,
+    max_slots: int,
+    max_len: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> None:
+    """The state pools and KV cache that ``max_slots`` requests of ``max_len`` positions take (allocated up front,
+    ``models.memory.plan_memory``'s count) fit the device (``fit.too_big``), checked before the model loads: else a
+    ``ValueError`` naming both arguments, where the allocation would fail after the load."""
+    from ..fit import too_big
+    from ..models.memory import plan_memory
+
+    if not cfg.gdn_layers:
+        return
+    per = plan_memory(cfg, T=window, L=ring_len, act_bytes=torch.empty(0, dtype=dtype).element_size(),
+                      context=max_len)["per_request"]  # fmt: skip
+    big = too_big(max_slots * sum(per[b] for b in {backend, shadow} if b is not None), device)
+    if big:
+        raise ValueError(f"max_slots={max_slots}, max_len={max_len}: the requests' GDN state and KV cache {big}; "
+                         "give fewer slots or a shorter max_len")  # fmt: skip
+
+
 @dataclass
 class Output:
     """One prompt's generation. ``accepted``: the tokens each verify step accepted, as the verify counted them (a
@@ -104,6 +131,7 @@ class LLM:
             no_mtp = custom or drafter in ("ngram", "none") or window == 1 or head is False
             _check_draft_vocab(draft_vocab, config.vocab_size, None if no_mtp else "mtp", drafter, window)
         device, dtype = _device_dtype(device, dtype)
+        _check_pool_fits(config, backend, shadow_backend, window, ring_len, max_slots, max_len, dtype, device)
         if load_progress is not None and not callable(load_progress):
             raise TypeError(f"load_progress must be None or a callable taking a byte count, got {load_progress!r}")
         self.tokenizer = None

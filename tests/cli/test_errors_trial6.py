@@ -7,7 +7,8 @@ import shutil
 import pytest
 from safetensors.torch import load_file, save_file
 
-from replayssm.cli import fit, main
+from replayssm import fit
+from replayssm.cli import main
 from replayssm.tiny import TINY_MODEL
 from tests.helpers.cli import assert_one_line_error
 

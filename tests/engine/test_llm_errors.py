@@ -206,3 +206,21 @@ def test_the_api_checks_types_and_ranges_before_it_acts():
     runner.free(np.int64(slot))  # a review found the GDN slot freed, then the KV release refusing the NumPy int
     assert runner.pool.num_free == free + 1 and runner.alloc() == slot  # wholly free again: handed out anew
     runner.free(slot)
+
+
+def test_a_pool_larger_than_the_device_is_refused_before_the_load(monkeypatch):
+    """``max_slots=10**9`` failed in the allocator only after the model had loaded (noticed in earlier sessions)."""
+    from replayssm import fit
+    from replayssm.engine import llm
+
+    loads = []
+    real_load = llm.load_model
+    monkeypatch.setattr(llm, "load_model", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    with pytest.raises(ValueError, match=r"max_slots=1000000000, max_len=2048: .* GiB, more than this machine"):
+        LLM(TINY_MODEL, max_slots=10**9)
+    with monkeypatch.context() as m:  # a machine with 1 MiB free: two slots of 2,048 positions do not fit
+        m.setattr(fit, "memory_bytes", lambda dev: 1 << 20)
+        with pytest.raises(ValueError, match=r"max_slots=2, max_len=2048: .*give fewer slots or a shorter max_len"):
+            LLM(TINY_MODEL, max_slots=2)
+    assert not loads
+    assert LLM(TINY_MODEL, max_slots=2, max_len=256).runner is not None and len(loads) == 1

@@ -1,5 +1,6 @@
 """Whether a run fits the memory of its device, checked before it allocates: an allocation that fails half-way is a
-traceback after minutes of work, where the user error is a flag (a batch, a layer count, a model too large)."""
+traceback after minutes of work, where the user error is a flag (a batch, a layer count, a model too large) or an
+argument (``LLM``'s ``max_slots`` and ``max_len``)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def model_bytes(cfg, dtype) -> int:
     allocated)."""
     import torch
 
-    from ..models.model import HybridLM
+    from .models.model import HybridLM
 
     with torch.device("meta"):
         model = HybridLM(cfg)
