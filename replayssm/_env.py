@@ -23,7 +23,6 @@ SWITCHES = {
     "REPLAYSSM_VERIFY_ONE_LAUNCH": ("0", "1"),
     "REPLAYSSM_VERIFY_PDL": ("0", "1"),
     "REPLAYSSM_VERIFY_DIF": ("0", "1", "2", "3"),
-    "REPLAYSSM_VERIFY_FOLD_LAST": ("0", "1"),
     "REPLAYSSM_VERIFY_TC": ("0", "1"),
     "REPLAYSSM_FOLD_PHASE": ("0", "1"),
     "REPLAYSSM_FOLD_AHEAD": ("0", "1"),

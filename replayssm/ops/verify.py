@@ -7,12 +7,10 @@ the window ``(q^_s, k^_s, v_s, g_s, beta_s)`` (docs/design.md, "the math"):
     A[s, r]  = beta_s exp(G_s - G_r) (k^_s . k^_r)   (s > r);  R_s = beta_s (v_s - exp(G_s) S_prev k^_s)
     U        = (I + A)^-1 R;   o_s = exp(G_s) S_prev q^_s + sum_{r<=s} exp(G_s - G_r) (k^_r . q^_s) u_r
 
-Rows whose ring says ``flush`` first fold their history into the checkpoint with the baseline's own pinned
-update (inside the same kernel: one read, one write of the tile) and then run with an empty history (with
-``REPLAYSSM_VERIFY_FOLD_LAST=1``, off by default, they run with their history first and fold last:
-``verify_launch.fold_last``). Every row appends its window's records (``k^``, raw ``v``, ``g``, ``beta``,
-``u``) at logical positions ``write_pos .. write_pos + T - 1``; ``ring_commit`` later decides how many of them
-count.
+Rows whose ring says ``flush`` first fold their history into the checkpoint with the baseline's own
+pinned update (inside the same kernel: one read, one write of the tile) and then run with an empty
+history. Every row appends its window's records (``k^``, raw ``v``, ``g``, ``beta``, ``u``) at logical
+positions ``write_pos .. write_pos + T - 1``; ``ring_commit`` later decides how many of them count.
 """
 
 from __future__ import annotations
@@ -193,7 +191,6 @@ def gdn_replay_verify(
     staged = not vl.one_launch(BT, L, B * HV, dev)
     ln = launch.resolve("verify", V, B * HV, dev, split_small=True)
     pdl = vl.use_pdl(HV * B * ln.programs_per_head, dev) and not staged  # (before any launch: it checks a switch)
-    fold_last = vl.fold_last()
     if staged:
         META = torch.empty(B, META_FIELDS, dtype=torch.int32, device=dev)
         X = torch.empty(B, H, 2 * BT, K, dtype=torch.float32, device=dev)
@@ -206,7 +203,7 @@ def gdn_replay_verify(
             q, k, a, b, A_log, dt_bias, slots, cu_seqlens, ring.k, ring.g, ring.beta, c.write_pos, c.base, c.flush,
             c.epoch, c.pending, scale, X, META, GA, GB, CW, B, vl.fold_free_tail(HV * ln.programs_per_head, dev, BT), H,
             HV, K, L, BT, GP, *vl.prep_layouts(K, BT, pw), vl.rows_smem(8), vl.rows_smem(min(8, BT)),
-            *vl.order_layout(B, pw), vl.gate_layout(GP, BT, pw), fold_last, num_warps=pw,
+            *vl.order_layout(B, pw), vl.gate_layout(GP, BT, pw), num_warps=pw,
         )  # fmt: skip
     else:  # the main kernel reads each row's slot, window and cursors itself, and sets ``pending``
         META = X = GA = GB = CW = slots  # not read
@@ -216,7 +213,7 @@ def gdn_replay_verify(
     pre = ln.rows_per_program > ln.rows and ln.rows * K <= stages * ln.rows_per_program * KC
     tc, nx, mma = vl.tensor_cores(ln, BT, KC, stages, dev)
     pack = staged and vl.pack_in_keys(L, K, BT, nx, ln.rows_per_program, v.element_size())
-    dif = 0 if fold_last else vl.dots_in_fold(staged, tc, pre, ln.rows, ln.rows_per_program, nx, pack, L)
+    dif = vl.dots_in_fold(staged, tc, pre, ln.rows, ln.rows_per_program, nx, pack, L)
     W = ln.num_warps
     _gdn_replay_verify_kernel[(HV, B, ln.programs_per_head)](
         q, k, v, a, b, A_log, dt_bias, scale, checkpoint, o, ring.k, ring.v, ring.g, ring.beta, ring.u, ring.folded,
@@ -224,7 +221,7 @@ def gdn_replay_verify(
         BT, ln.rows, ln.rows_per_program, KC, vl.K_STEP, stages, ln.layout,
         *vl.main_layouts(ln, BT, KC), vl.SMEM, vl.chunk_smem(KC), vl.ROWS1, pre, vl.SMEM_PRE, tc, nx, mma, staged,
         tile_layout(W), *dots_layout(BT, 2 * BT, K, W), *dots_layout(L, 2 * BT, K, W),
-        vl.window_smem(tc, staged, BT), pdl, pack, dif, fold_last, num_warps=W, **vl.MAXNREG,
+        vl.window_smem(tc, staged, BT), pdl, pack, dif, num_warps=W, **vl.MAXNREG,
         **({"launch_pdl": True} if pdl else {}),
     )  # fmt: skip
     return o

@@ -25,24 +25,15 @@ flight; at one-wave batches it is a programmatic dependent launch (``PDL``, ``ve
    ``R = beta (v - e^G S_prev k^)``, ``U = (I + A)^-1 R`` by forward substitution, ``o = e^G S_prev q^
    + P U``; the window's ``u`` and raw ``v`` appended to the ring.
 
-With ``FOLD_LAST`` (``verify_launch.fold_last``, ``REPLAYSSM_VERIFY_FOLD_LAST=1``; off by default until it is measured
-on a GPU) a flushing row skips step 1: it streams its unfolded checkpoint with its whole history (steps 2 and 3, as a
-row that does not flush; the staging kernel gave it the history's dots and decay), and folds last (4.), once every
-buffer of the stream is read, so that its window work runs under the HBM stream instead of after the fold. The
-committed state is the same fold on the same records (bitwise); the outputs are the chunked form over the longer
-history (the same values up to fp32 rounding). A head found folded already at the start (a retry of the step after
-its fold) streams its folded checkpoint with no history and its window outputs are then those of the folded state:
-equal to the first attempt's up to rounding, not bitwise as without the switch.
-
 Bytes: the checkpoint is read once (64 KiB per head at K = V = 128); a flushing row reads and writes it
-once more for the fold (the re-read, in step 2 or with ``FOLD_LAST`` in the fold, mostly hits L2).
+once more for the fold (the re-read in step 2 mostly hits L2).
 
-Shared memory: the chunks (a folding row's next state block while it folds), the history's update vectors (its values),
-the history keys (a folding row's; one launch: any row's). Staged, where they fit (``PACK``,
-``verify_launch.pack_in_keys``), the stream's small buffers (window vectors, weighted dots, window values, the window's
-matrices and decays) are views of the keys' rows, which only a folding row fills and only before its stream starts (with
-``FOLD_LAST``, after its stream is over), and a fold's gates and betas sit in the keys' last row (a fold replays at most
-L - T records): at T=1, L=32 that makes four programs per SM fit (56.0 KiB each).
+Shared memory: the chunks (a folding row's next state block while it folds), the history's update vectors (its
+values), the history keys (a folding row's; one launch: any row's). Staged, where they fit (``PACK``,
+``verify_launch.pack_in_keys``), the stream's small buffers (window vectors, weighted dots, window values, the
+window's matrices and decays) are views of the keys' rows, which only a folding row fills and only before its
+stream starts, and a fold's gates and betas sit in the keys' last row (a fold replays at most L - T records): at
+T=1, L=32 that makes four programs per SM fit (56.0 KiB each).
 """
 
 from __future__ import annotations
@@ -102,13 +93,12 @@ def _gdn_replay_verify_kernel(
     ROWS1: tl.constexpr, PRE: tl.constexpr, SMEM_PRE: tl.constexpr, TC: tl.constexpr, NX: tl.constexpr,
     MMA: tl.constexpr, STAGED: tl.constexpr, ROWS: tl.constexpr, LG: tl.constexpr, CWG: tl.constexpr,
     LH: tl.constexpr, CWH: tl.constexpr, SMEM_X: tl.constexpr, PDL: tl.constexpr, PACK: tl.constexpr,
-    DIF: tl.constexpr, FOLD_LAST: tl.constexpr,
+    DIF: tl.constexpr,
 ):  # fmt: skip
     if PDL:  # a programmatic dependent launch: wait for the kernel before to finish, then let the next one launch
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // $0", "=r", [],
                                   dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
     gl.static_assert(DIF == 0 or (STAGED and TC and PRE), "DIF: the staged kernel, tensor cores, two prefetched blocks")
-    gl.static_assert(DIF == 0 or not FOLD_LAST, "DIF takes the products from a fold that comes first")
     i_hv = gl.program_id(0)
     i_b = gl.program_id(1)
     i_v = gl.program_id(2)  # small batches split a head's rows over several programs
@@ -198,14 +188,7 @@ def _gdn_replay_verify_kernel(
         if DIF == 3:  # nothing of the window left to wait for after a fold (verify_dots._copy_window)
             _copy_window(vw, a_s, pt_s, gb_s, v, GA, GB, req * HV + i_hv, bos, T, r0, i_hv, HV, V, BT, BVP, CPV, M2)
         dif = fl != 0  # DIF: whether this program folded here and took its window products with the fold (below)
-        if FOLD_LAST:  # the fold after the stream (4.); a head folded already this epoch (a retry) streams it folded
-            if STAGED:  # noqa: SIM108  (a constexpr branch: only one load is compiled)
-                ep = gl.load(mb + 6)
-            else:
-                ep = gl.load(c_epoch + slot)
-            marks = ring_folded + (s64 * HV + i_hv) * (V // MARK)
-            folded = (fl != 0) & (gl.load(marks + r0 // MARK, mask=fl != 0, other=0) == ep)
-        elif fl != 0:  # 1. fold (once per epoch), then an empty history
+        if fl != 0:  # 1. fold (once per epoch), then an empty history
             if STAGED:  # noqa: SIM108  (a constexpr branch: only one load is compiled)
                 ep = gl.load(mb + 6)
             else:
@@ -217,10 +200,7 @@ def _gdn_replay_verify_kernel(
             if PACK:  # a head folded already (a retry) left its copies into the keys' rows in flight
                 async_copy.wait_group(0)
             gl.thread_barrier()  # the folded rows are visible to every thread of the program
-        if FOLD_LAST:  # noqa: SIM108  (a constexpr branch)
-            n_hist = gl.where(folded, 0, wp)
-        else:
-            n_hist = gl.where(fl != 0, 0, wp)
+        n_hist = gl.where(fl != 0, 0, wp)
         if DIF:  # a program that folded here streams no checkpoint: its products are in the chunk buffer
             stream = dif == 0
         else:
@@ -311,8 +291,6 @@ def _gdn_replay_verify_kernel(
 
         # 3. The history term, then the window.
         eh = gbv.slice(2, 1, dim=0).load(EPI)  # [1, BT]: e^Gt
-        if FOLD_LAST and STAGED:  # the staging kernel gave every row its history's decay: none left where folded
-            eh = gl.where(folded, 1.0, eh)
         dk = acc_k * eh
         dq = acc_q * eh
         us_rows = us._reinterpret(ring_u.dtype.element_ty, [L, BVP], ROWS1)  # indexable by record
@@ -332,10 +310,3 @@ def _gdn_replay_verify_kernel(
         p_rec = gl.expand_dims((bs + wp + tok) & (L - 1), 0) * V + gl.expand_dims(rows_e, 1)
         gl.store(ru + p_rec, U.to(ring_u.dtype.element_ty), mask=live_e)
         gl.store(rv + p_rec, v_raw, mask=live_e)
-        if FOLD_LAST:  # noqa: SIM102  (a constexpr branch around a runtime one)
-            if (fl != 0) & (folded == 0):  # 4. the fold, once every buffer of the stream is read (not on a retry:
-                gl.thread_barrier()  # _fold_head would issue its copies before finding the marker, then leave them)
-                _fold_head(ckpt, rk, rv, rg, rb, marks, ep, wp, bs, r0, keys, fold_v, fold_g, fold_b, chunks, xf,
-                           _x_rows(X, req, i_h, H, K, BT, CP2), BVP, BV, K, V, L, TILE, CP2, CPV, CPG, ROWS1, PRE,
-                           SMEM_PRE, DIF, 2 * BT, NX, MMA, SMEM, PACK)  # fmt: skip
-                async_copy.wait_group(0)  # (its copies have landed once it folded: no copy outlives the program)

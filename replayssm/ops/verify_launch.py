@@ -190,27 +190,6 @@ def dots_in_fold(staged: bool, tc: bool, pre: bool, rows: int, rows_per_program:
     return 1 if pack and L > 16 else int(env)  # (modes 2 and 3 packed at L=32 would leave three programs per SM)
 
 
-def fold_last() -> bool:
-    """Whether a flushing row of the main kernel streams its unfolded checkpoint with its whole history and folds last
-    (``REPLAYSSM_VERIFY_FOLD_LAST=1``) instead of folding first and then streaming the folded state (unset or 0).
-
-    Why: a pure-flush step costs a non-flush step plus ~42 us per folded record on an H200 (T=4, L=16, B=256; target
-    35), and a probe that dropped a folding program's window work after its fold put ~160 us of a flush step there
-    (bench/NOTES.md, fifteenth session): work that a non-flush program does under its HBM stream. Folding last moves
-    that work back under the stream and leaves the fold's FP32 work at the program's end, overlapping other programs'
-    streams; the fold's re-read of the checkpoint should mostly hit L2. It turns ``dots_in_fold`` off (those modes take
-    the products from a fold that comes first). Off by default: prepared in the thirty-second session without a GPU
-    run (the interpreter's tests pass: committed states bitwise the baseline's; sm_90 builds at T=4, L=16: 125
-    registers staged, 121 in one launch, no spills); ``bench/results/2026-12-05j-h200/run2.sh`` is its A/B.
-
-    What it gives up: a retried step of a flushing row (``gdn_replay_verify`` called again, or ``StatePool.abort``,
-    which folds flagged rows, then the step again) streams the folded checkpoint, so its outputs equal the first
-    attempt's up to fp32 rounding (~1e-6 relative), not bit for bit as with the switch off; the committed state is
-    bitwise either way. Making it the default would relax ``StatePool.abort``'s promise accordingly
-    (tests/engine/test_fold_last_retry.py). Any other value raises ``ValueError``."""
-    return switch("REPLAYSSM_VERIFY_FOLD_LAST") == "1"
-
-
 def use_pdl(programs: int, device: torch.device) -> bool:
     """Whether the one-launch verify's main kernel of ``programs`` programs is a programmatic dependent launch: on
     compute capability >= 9.0, where the programs fit in one wave (fewer than ``ONE_LAUNCH_PER_SM`` per SM). Its

@@ -14,8 +14,8 @@ loads after it:
   k^_s.k^_r`` (s > r) and ``P^T[r, s] = e^(G_s - G_r) q^_s.k^_r`` (r <= s); ``GB [B, HV, 4, BT]``:
   ``e^G_s``, ``beta_s``, ``e^Gt`` (the history's total decay, repeated), unused; the window's ``g`` and
   ``beta`` appended to the ring;
-- ``CW [B, HV, L, 2BT]`` for a row that does not fold this step (with ``FOLD_LAST``, every row): the history dots
-  weighted by the decay since each record, ``e^(Gt - P_j) k^_j.x`` for every committed record j and window vector x;
+- ``CW [B, HV, L, 2BT]`` for a row that does not fold this step: the history dots weighted by the decay
+  since each record, ``e^(Gt - P_j) k^_j.x`` for every committed record j and window vector x;
 - ``pending[slot] = T``.
 
 The program is latency-bound, so its shape follows the round trips, not the arithmetic: every load that
@@ -123,7 +123,7 @@ def _window_prep_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BT: tl.constexpr, GP: tl.constexpr,
     ROWS: tl.constexpr, KK3: tl.constexpr, G3: tl.constexpr, LH: tl.constexpr, GH: tl.constexpr, LW: tl.constexpr,
     CPK: tl.constexpr, ML: tl.constexpr, SWK: tl.constexpr, SWX: tl.constexpr, BP: tl.constexpr, OL: tl.constexpr,
-    GG: tl.constexpr, FOLD_LAST: tl.constexpr,
+    GG: tl.constexpr,
 ):  # fmt: skip
     i_h = gl.program_id(0)
     i_b = gl.program_id(1)
@@ -167,11 +167,8 @@ def _window_prep_kernel(
         hv0, _ = _group_index(i_h, T, GROUP, GP, BT, M0)
         hv1, live1 = _group_index(i_h, T, GROUP, GP, BT, M1)
 
-        # 2. The history (a folding row has none left, unless it folds last): its gates and, by cp.async, its keys.
-        if FOLD_LAST:  # noqa: SIM108  (a constexpr branch)
-            n_hist = wp
-        else:
-            n_hist = gl.where(fl != 0, 0, wp)
+        # 2. The history (a folding row has none left): its gates and, by cp.async, its keys.
+        n_hist = gl.where(fl != 0, 0, wp)
         rk = ring_k + (s64 * H + i_h) * L * K
         gv_h = gl.expand_dims(gl.arange(0, GP, layout=gl.SliceLayout(1, GH)), 1)  # [GP, 1]
         j_h = gl.expand_dims(gl.arange(0, L, layout=gl.SliceLayout(0, GH)), 0)  # [1, L]

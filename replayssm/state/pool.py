@@ -276,10 +276,7 @@ class GDNStatePool:
         Replay: a verify folds only rows whose ring flags a fold (``flush``), and it may have done so in some
         layers already; those rows' history is therefore folded in every layer now (folded blocks are skipped)
         and marked folded, so no slot is left half-folded. Every other row is left exactly as it was (its
-        history unfolded), so a retry of the step gives its first attempt's outputs bit for bit (with
-        ``REPLAYSSM_VERIFY_FOLD_LAST=1``, off by default, a flagged row's first attempt streamed its unfolded
-        checkpoint: its retry's outputs then equal the first attempt's up to rounding; ``verify_launch.fold_last``).
-        With validation on,
+        history unfolded), so a retry of the step gives its first attempt's outputs bit for bit. With validation on,
         a step in which no verify ran or failed while writing (only ``conv_update`` ran, or a verify was refused on
         its arguments) has folded nothing, and its abort folds nothing either.
 
