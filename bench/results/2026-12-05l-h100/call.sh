@@ -1,7 +1,7 @@
 # The thirty-third session's call on HEAD (the fold last removed: the kernels are 21ed353's again): the GPU suite
 # (soak deselected), issue 10's official T=4 kernel bench (L=16, B=8..256, both SGLang releases; carry .peers and
 # .whl), then in the time left a 1,500-step lockstep soak and `replayssm demo`.
-#   REPLAYSSM_COMMIT=<hash> LIMIT=540 bash bench/results/2026-12-05l/call.sh
+#   REPLAYSSM_COMMIT=<hash> LIMIT=540 bash bench/results/2026-12-05l-h100/call.sh
 export TRITON_CACHE_DIR=/tmp/tc PYTHONUNBUFFERED=1 REPLAYSSM_COMMIT=${REPLAYSSM_COMMIT:-unknown}
 S=$(date +%s)
 R=/tmp/l; rm -rf $R; mkdir -p $R
