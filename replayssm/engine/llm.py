@@ -36,21 +36,42 @@ def _check_pool_fits(
     max_len: int,
     dtype: torch.dtype,
     device: torch.device,
+    weights: int,
 ) -> None:
-    """The state pools and KV cache that ``max_slots`` requests of ``max_len`` positions take (allocated up front,
+    """The model's weights (``weights`` bytes still to be placed on the device: 0 for a model already there) and
+    the state pools and KV cache that ``max_slots`` requests of ``max_len`` positions take (allocated up front,
     ``models.memory.plan_memory``'s count) fit the device (``fit.too_big``), checked before the model loads: else a
-    ``ValueError`` naming both arguments, where the allocation would fail after the load."""
+    ``ValueError`` naming the model (weights alone too big) or both arguments, where the allocation would fail
+    after the load. A folder's weights are counted without an MTP head, which is known only once it loads."""
     from ..fit import too_big
     from ..models.memory import plan_memory
 
+    big = too_big(weights, device)
+    if big:
+        raise ValueError(f"model: its weights in {str(dtype).removeprefix('torch.')} {big}")
     if not cfg.gdn_layers:
         return
     per = plan_memory(cfg, T=window, L=ring_len, act_bytes=torch.empty(0, dtype=dtype).element_size(),
                       context=max_len)["per_request"]  # fmt: skip
-    big = too_big(max_slots * sum(per[b] for b in {backend, shadow} if b is not None), device)
+    pool = max_slots * sum(per[b] for b in {backend, shadow} if b is not None)
+    big = too_big(pool + weights, device)
     if big:
-        raise ValueError(f"max_slots={max_slots}, max_len={max_len}: the requests' GDN state and KV cache {big}; "
-                         "give fewer slots or a shorter max_len")  # fmt: skip
+        with_w = f" with the model's weights ({weights / 2**30:.1f} GiB)" if weights else ""
+        raise ValueError(f"max_slots={max_slots}, max_len={max_len}: the requests' GDN state and KV cache "
+                         f"({pool / 2**30:.1f} GiB){with_w} {big}; give fewer slots or a shorter max_len")  # fmt: skip
+
+
+def _weights_to_place(model, cfg: ModelConfig, dtype: torch.dtype, device: torch.device) -> int:
+    """Bytes of weights that loading ``model`` (a folder) or moving it (a ``HybridLM`` elsewhere) puts on ``device``
+    in ``dtype``; 0 for a ``HybridLM`` already there."""
+    from ..fit import model_bytes
+
+    if not isinstance(model, HybridLM):
+        return model_bytes(cfg, dtype)
+    index = device.index if device.index is not None or device.type != "cuda" else torch.cuda.current_device()
+    if all(p.device.type == device.type and p.device.index == index for p in model.parameters()):
+        return 0
+    return sum(p.numel() for p in model.parameters()) * torch.empty(0, dtype=dtype).element_size()
 
 
 @dataclass
@@ -131,7 +152,8 @@ class LLM:
             no_mtp = custom or drafter in ("ngram", "none") or window == 1 or head is False
             _check_draft_vocab(draft_vocab, config.vocab_size, None if no_mtp else "mtp", drafter, window)
         device, dtype = _device_dtype(device, dtype)
-        _check_pool_fits(config, backend, shadow_backend, window, ring_len, max_slots, max_len, dtype, device)
+        _check_pool_fits(config, backend, shadow_backend, window, ring_len, max_slots, max_len, dtype, device,
+                         _weights_to_place(model, config, dtype, device))
         if load_progress is not None and not callable(load_progress):
             raise TypeError(f"load_progress must be None or a callable taking a byte count, got {load_progress!r}")
         self.tokenizer = None

@@ -218,9 +218,41 @@ def test_a_pool_larger_than_the_device_is_refused_before_the_load(monkeypatch):
     monkeypatch.setattr(llm, "load_model", lambda *a, **k: loads.append(a) or real_load(*a, **k))
     with pytest.raises(ValueError, match=r"max_slots=1000000000, max_len=2048: .* GiB, more than this machine"):
         LLM(TINY_MODEL, max_slots=10**9)
-    with monkeypatch.context() as m:  # a machine with 1 MiB free: two slots of 2,048 positions do not fit
-        m.setattr(fit, "memory_bytes", lambda dev: 1 << 20)
+    weights = fit.model_bytes(ModelConfig.from_file(TINY_MODEL), torch.float32)
+    with monkeypatch.context() as m:  # 1 MiB to spare beside the weights: two slots of 2,048 positions do not fit
+        m.setattr(fit, "memory_bytes", lambda dev: int((weights + (1 << 20)) / fit.SPARE))
         with pytest.raises(ValueError, match=r"max_slots=2, max_len=2048: .*give fewer slots or a shorter max_len"):
-            LLM(TINY_MODEL, max_slots=2)
+            LLM(TINY_MODEL, device="cpu", max_slots=2)
     assert not loads
     assert LLM(TINY_MODEL, max_slots=2, max_len=256).runner is not None and len(loads) == 1
+
+
+def test_the_pool_check_counts_the_weights_still_to_load(monkeypatch):
+    """The pool check used the memory free before the weights load: a pool that fit beside nothing passed, then the
+    allocation failed after the load. Weights that alone do not fit name the model; weights that fit alone but not
+    with the pool name max_slots and max_len, with both sizes."""
+    from replayssm import fit
+    from replayssm.engine import llm
+
+    cfg = ModelConfig.from_file(TINY_MODEL)
+    weights = fit.model_bytes(cfg, torch.float32)
+    loads = []
+    real_load = llm.load_model
+    monkeypatch.setattr(llm, "load_model", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    with monkeypatch.context() as m:  # room for 90% of the weights: the model itself is refused
+        m.setattr(fit, "memory_bytes", lambda dev: int(weights * 0.9 / fit.SPARE))
+        with pytest.raises(ValueError, match=r"^model: its weights in float32 need .* GiB, more than this machine"):
+            LLM(TINY_MODEL, device="cpu", max_slots=1, max_len=64)
+    pool_only = {}
+    real_too_big = fit.too_big
+    with monkeypatch.context() as m:  # room for the weights and not much more: the pool beside them is refused
+        m.setattr(fit, "memory_bytes", lambda dev: int(weights * 1.0001 / fit.SPARE))
+        m.setattr(fit, "too_big", lambda need, dev: pool_only.setdefault(need, real_too_big(need, dev)))
+        with pytest.raises(ValueError, match=r"max_slots=4, max_len=256: .* with the model's weights \(.* GiB\) need"):
+            LLM(TINY_MODEL, device="cpu", max_slots=4, max_len=256)
+    assert sorted(pool_only)[0] == weights and len(pool_only) == 2  # the weights alone, then weights + pool
+    model = real_load(TINY_MODEL, dtype=torch.float32, device="cpu")
+    with monkeypatch.context() as m:  # a model already on the device: only the pool is counted
+        m.setattr(fit, "memory_bytes", lambda dev: int(weights * 0.9 / fit.SPARE))
+        assert LLM(model, device="cpu", max_slots=1, max_len=64).runner is not None
+    assert not loads
