@@ -152,8 +152,18 @@ class LLM:
             no_mtp = custom or drafter in ("ngram", "none") or window == 1 or head is False
             _check_draft_vocab(draft_vocab, config.vocab_size, None if no_mtp else "mtp", drafter, window)
         device, dtype = _device_dtype(device, dtype)
-        _check_pool_fits(config, backend, shadow_backend, window, ring_len, max_slots, max_len, dtype, device,
-                         _weights_to_place(model, config, dtype, device))
+        _check_pool_fits(
+            config,
+            backend,
+            shadow_backend,
+            window,
+            ring_len,
+            max_slots,
+            max_len,
+            dtype,
+            device,
+            _weights_to_place(model, config, dtype, device),
+        )
         if load_progress is not None and not callable(load_progress):
             raise TypeError(f"load_progress must be None or a callable taking a byte count, got {load_progress!r}")
         self.tokenizer = None
