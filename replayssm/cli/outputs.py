@@ -86,6 +86,8 @@ def out_file(path, flag: str):
         raise UsageError(f"{flag} -: this command writes its JSON to a file (it prints its report to standard "
                          "output); give a file name")  # fmt: skip
     file = Path(path).expanduser()
+    if str(path).endswith(("/", os.sep)) and file.exists() and not file.is_dir():  # ("x/" with x a file)
+        raise UsageError(f"{flag} {path}: {file} is a file, not a folder; give a file name")
     if file.is_dir() or str(path).endswith(("/", os.sep)):  # (Path drops a trailing "/": "x/" would be written as x)
         raise UsageError(f"{flag} {path}: a folder; give a file name (e.g. {Path(path) / 'results.json'})")
     try:

@@ -62,6 +62,16 @@ def test_a_json_path_ending_in_a_slash_is_refused(tmp_path, capsys):
     assert not target.exists()
 
 
+def test_a_json_path_of_a_file_and_a_slash_does_not_call_the_file_a_folder(tmp_path, capsys):
+    """--json x/ with x an existing file said "a folder; give a file name (e.g. x/results.json)", a path that cannot
+    exist; the file is left as it was."""
+    target = tmp_path / "x"
+    target.write_text("kept")
+    assert main(["memory", "--model", "tiny", "--json", f"{target}/"]) == 2
+    assert_one_line_error(capsys.readouterr(), "--json", f"{target} is a file, not a folder; give a file name")
+    assert target.read_text() == "kept"
+
+
 @pytest.mark.parametrize("model, shown", [
     ("random:tiny:8", "PRESET a dense preset (qwen3.5-4b, qwen3.5-9b, qwen3.5-27b)"),
     ("random:qwen3.5-35b-a3b:8", "PRESET a dense preset"),
