@@ -62,16 +62,21 @@ def _check_pool_fits(
 
 
 def _weights_to_place(model, cfg: ModelConfig, dtype: torch.dtype, device: torch.device) -> int:
-    """Bytes of weights that loading ``model`` (a folder) or moving it (a ``HybridLM`` elsewhere) puts on ``device``
-    in ``dtype``; 0 for a ``HybridLM`` already there."""
+    """Bytes of weights that loading ``model`` (a folder) or moving it (a ``HybridLM``, ``.to(device, dtype)``) adds
+    to ``device``: a folder's whole weights in ``dtype``; for a ``HybridLM``, each floating-point parameter elsewhere
+    in full, and each one already there by what its cast to ``dtype`` adds (0 when it keeps or narrows its dtype)."""
     from ..fit import model_bytes
 
     if not isinstance(model, HybridLM):
         return model_bytes(cfg, dtype)
     index = device.index if device.index is not None or device.type != "cuda" else torch.cuda.current_device()
-    if all(p.device.type == device.type and p.device.index == index for p in model.parameters()):
-        return 0
-    return sum(p.numel() for p in model.parameters()) * torch.empty(0, dtype=dtype).element_size()
+    size = torch.empty(0, dtype=dtype).element_size()
+    grow = 0
+    for p in model.parameters():
+        new = size if p.is_floating_point() else p.element_size()  # (.to(dtype=) casts floating-point tensors only)
+        there = p.device.type == device.type and p.device.index == index
+        grow += p.numel() * (max(0, new - p.element_size()) if there else new)
+    return grow
 
 
 @dataclass
@@ -152,6 +157,10 @@ class LLM:
             no_mtp = custom or drafter in ("ngram", "none") or window == 1 or head is False
             _check_draft_vocab(draft_vocab, config.vocab_size, None if no_mtp else "mtp", drafter, window)
         device, dtype = _device_dtype(device, dtype)
+        if load_progress is not None and not callable(load_progress):
+            raise TypeError(f"load_progress must be None or a callable taking a byte count, got {load_progress!r}")
+        if isinstance(model, HybridLM) and drafter == "mtp" and model.mtp is None:
+            raise MTPUnavailableError("drafter='mtp': the model has no MTP head (load_model(..., mtp=True))")
         _check_pool_fits(
             config,
             backend,
@@ -164,12 +173,8 @@ class LLM:
             device,
             _weights_to_place(model, config, dtype, device),
         )
-        if load_progress is not None and not callable(load_progress):
-            raise TypeError(f"load_progress must be None or a callable taking a byte count, got {load_progress!r}")
         self.tokenizer = None
         if isinstance(model, HybridLM):
-            if drafter == "mtp" and model.mtp is None:
-                raise MTPUnavailableError("drafter='mtp': the model has no MTP head (load_model(..., mtp=True))")
             self.model = model.to(device=device, dtype=dtype).eval()
         else:
             mtp = {"mtp": True, "auto": "auto"}.get(drafter, False) if window > 1 and not custom else False

@@ -251,8 +251,42 @@ def test_the_pool_check_counts_the_weights_still_to_load(monkeypatch):
         with pytest.raises(ValueError, match=r"max_slots=4, max_len=256: .* with the model's weights \(.* GiB\) need"):
             LLM(TINY_MODEL, device="cpu", max_slots=4, max_len=256)
     assert sorted(pool_only)[0] == weights and len(pool_only) == 2  # the weights alone, then weights + pool
-    model = real_load(TINY_MODEL, dtype=torch.float32, device="cpu")
-    with monkeypatch.context() as m:  # a model already on the device: only the pool is counted
-        m.setattr(fit, "memory_bytes", lambda dev: int(weights * 0.9 / fit.SPARE))
-        assert LLM(model, device="cpu", max_slots=1, max_len=64).runner is not None
     assert not loads
+
+
+def test_the_pool_check_counts_what_moving_a_model_adds(monkeypatch):
+    """A ``HybridLM``: parameters elsewhere count whole, parameters already on the device count by what their cast
+    adds (a review found a bf16 model cast to fp32 in place counted as 0, a model partly elsewhere counted whole)."""
+    from replayssm import fit
+    from replayssm.models.model import HybridLM
+
+    cfg = ModelConfig.from_file(TINY_MODEL)
+    w32 = fit.model_bytes(cfg, torch.float32)
+    with torch.device("meta"):
+        meta = HybridLM(cfg)
+    with monkeypatch.context() as m:  # on the meta device: all of it is still to be placed
+        m.setattr(fit, "memory_bytes", lambda dev: int(w32 * 0.5 / fit.SPARE))
+        with pytest.raises(ValueError, match=r"^model: its weights in float32 need"):
+            LLM(meta, device="cpu", dtype=torch.float32, max_slots=1, max_len=64)
+    assert all(p.device.type == "meta" for p in meta.parameters())  # refused before it moved
+    half = llm_load(TINY_MODEL, torch.float16)
+    with monkeypatch.context() as m:  # room for 40% of the fp32 weights: the fp16 -> fp32 cast adds 50%
+        m.setattr(fit, "memory_bytes", lambda dev: int(w32 * 0.4 / fit.SPARE))
+        with pytest.raises(ValueError, match=r"^model: its weights in float32 need"):
+            LLM(half, device="cpu", dtype=torch.float32, max_slots=1, max_len=64)
+        assert LLM(half, device="cpu", dtype=torch.float16, max_slots=1, max_len=64).runner is not None  # no cast
+    part = llm_load(TINY_MODEL, torch.float32)
+    moved = sum(p.numel() for p in part.model.norm.parameters()) * 4
+    part.model.norm.to("meta")  # one module elsewhere: only its bytes are to be placed
+    with monkeypatch.context() as m:
+        seen = []
+        m.setattr(fit, "too_big", lambda need, dev: seen.append(need))
+        with pytest.raises(NotImplementedError):  # (moving a meta tensor fails after the check: nothing to copy)
+            LLM(part, device="cpu", dtype=torch.float32, max_slots=1, max_len=64)
+    assert seen[0] == moved
+
+
+def llm_load(folder, dtype):
+    from replayssm.models.loader import load_model
+
+    return load_model(folder, dtype=dtype, device="cpu")
