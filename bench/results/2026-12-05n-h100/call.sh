@@ -1,6 +1,6 @@
 # The thirty-third session's last call (on whichever card came): issue 10's T=4 kernel bench at HEAD (L=16,
 # B=8..256, both SGLang releases; carry .peers and .whl), then the GPU suite (soak deselected) in the time left.
-#   REPLAYSSM_COMMIT=<hash> LIMIT=330 bash bench/results/2026-12-05n/call.sh
+#   REPLAYSSM_COMMIT=<hash> LIMIT=330 bash bench/results/2026-12-05n-h100/call.sh
 export TRITON_CACHE_DIR=/tmp/tc PYTHONUNBUFFERED=1 REPLAYSSM_COMMIT=${REPLAYSSM_COMMIT:-unknown}
 S=$(date +%s)
 R=/tmp/n; rm -rf $R; mkdir -p $R
