@@ -35,7 +35,7 @@ class RunnerConfig:
 
     backend: str = "replay"
     max_slots: int = 16
-    max_len: int = 2048  # as LLM's
+    max_len: int = 2048  # as LLM's default where the model allows it
     window: int = 4
     ring_len: int | None = None
     cuda_graphs: bool = True

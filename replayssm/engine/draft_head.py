@@ -124,7 +124,9 @@ def draft_ids(vocab, vocab_size: int) -> torch.Tensor | None:
     if ids.dim() != 1 or ids.numel() == 0 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
         raise ValueError("draft_vocab as token ids must be a non-empty 1-d sequence of ints")
     ids = ids.long().cpu()
-    if int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
+    if int(ids.min()) < 0:
+        raise ValueError(f"draft_vocab holds negative token ids: min {int(ids.min())}")
+    if int(ids.max()) >= vocab_size:
         raise ValueError(f"draft_vocab holds ids outside [0, {vocab_size}): min {int(ids.min())}, max {int(ids.max())}")
     if ids.unique().numel() != ids.numel():
         raise ValueError("draft_vocab holds repeated token ids")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,7 +115,8 @@ class LLM:
     ``ring_len``: the replay backend's ring length L, a power of two >= 2 * window (None: 16, or the least power of
     two >= 2 * window; ``RunnerConfig.ring_len``); refused unless the backend or the shadow backend is replay.
     ``max_slots`` bounds concurrent requests, ``max_len`` their length (at most the model's
-    ``max_position_embeddings``; KV memory for it is allocated up front). ``shadow_backend``: run a second
+    ``max_position_embeddings``; None: 2048, or that limit when it is lower, as the CLI's ``--max-len``; KV memory
+    for it is allocated up front). ``shadow_backend``: run a second
     GDN state pool of that backend in lockstep (``state.lockstep.LockstepPool``): ``generate`` then runs its steps
     one after the other and compares the two pools' committed states (``runner.states_equal``) after every step,
     raising ``RuntimeError`` at the first difference; ``self.lockstep_checks`` counts the comparisons the last
@@ -126,18 +128,23 @@ class LLM:
 
     def __init__(self, model: str | Path | HybridLM, *, backend: str = "replay", window: int = 4,
                  drafter: str | HostDrafter = "auto", device=None, dtype=None, max_slots: int = 16,
-                 max_len: int = 2048,
+                 max_len: int | None = None,
                  ring_len: int | None = None, cuda_graphs: bool = True, shadow_backend: str | None = None,
                  draft_vocab=None, load_progress=None):  # fmt: skip
+        if not isinstance(model, (str, os.PathLike, HybridLM)):
+            raise TypeError(f"model must be a model folder (a str or a Path) or a HybridLM, got {type(model).__name__}")
         custom = not isinstance(drafter, str)
+        if not custom and drafter == "none":  # plain decode: the window is 1, whatever is passed (nothing checks it)
+            window = 1
         if custom:
             check_host_drafter(drafter, DRAFTERS)
         if not custom and drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {DRAFTERS} or an object with propose(context, k), got "
                              f"{drafter!r}")  # fmt: skip
         # checked before the (slow) load: errors name the argument as passed (window=, ring_len=, ...)
-        RunnerConfig(backend=backend, max_slots=max_slots, max_len=max_len, window=window, ring_len=ring_len,
-                     cuda_graphs=cuda_graphs, shadow_backend=shadow_backend, draft_vocab=draft_vocab)  # fmt: skip
+        checks = dict(backend=backend, max_slots=max_slots, window=window, ring_len=ring_len, cuda_graphs=cuda_graphs,
+                      shadow_backend=shadow_backend, draft_vocab=draft_vocab)  # fmt: skip
+        RunnerConfig(max_len=DEFAULT_MAX_LEN if max_len is None else max_len, **checks)
         if window > MAX_WINDOW:
             raise ValueError(f"window={window}: must be from 1 to {MAX_WINDOW} (as the CLI's --window)")
         if ring_len is not None and "replay" not in (backend, shadow_backend):
@@ -151,6 +158,9 @@ class LLM:
             raise FileNotFoundError(f"no model folder {str(model)!r}: the CLI's 'tiny' is the embedded model's folder, "
                                     "replayssm.tiny.TINY_MODEL; pass that")  # fmt: skip
         config = model.config if isinstance(model, HybridLM) else ModelConfig.from_file(model)
+        if max_len is None:  # the default: 2048, or the model's own limit when it is lower
+            max_len = min(DEFAULT_MAX_LEN, config.max_position_embeddings or DEFAULT_MAX_LEN)
+            RunnerConfig(max_len=max_len, **checks)  # (the window must fit in it)
         _check_max_len(config, max_len)  # before loading: a clear config error first
         if draft_vocab is not None:  # it sizes the MTP drafter's head: checked before anything loads or moves
             head = model.mtp is not None if isinstance(model, HybridLM) else None  # a folder's: known once loaded
@@ -322,13 +332,16 @@ def _check_draft_vocab(draft_vocab, vocab: int, runs: str | None, drafter, windo
 
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DEFAULT_MAX_LEN = 2048  # LLM's max_len when none is given (capped by the model's max_position_embeddings)
 
 
 def _device_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
     """``device``: None (the GPU when there is one), a torch.device or its name, cpu or cuda[:N]; ``dtype``: None
     (bf16 on a GPU, fp32 on the CPU) or one of ``DTYPES``."""
+    if isinstance(device, bool):  # (torch.device(False) would be cuda:0)
+        raise ValueError(f"device={device!r}: must be cpu, cuda or cuda:N")
     try:
-        dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     except (RuntimeError, TypeError):
         raise ValueError(f"device={device!r}: must be cpu, cuda or cuda:N") from None
     if dev.type not in ("cpu", "cuda"):

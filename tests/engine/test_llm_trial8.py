@@ -1,0 +1,59 @@
+"""LLM's arguments, from a first-hour trial of the Python API (thirty-third session): each case was a traceback from
+inside the library or an error about something the user had not passed."""
+
+import json
+
+import pytest
+import torch
+
+from replayssm.engine.llm import LLM
+from replayssm.tiny import TINY_MODEL
+
+from .test_llm_errors import _folder
+
+
+@pytest.mark.parametrize("model", [None, 123, [TINY_MODEL]])
+def test_a_model_that_is_neither_a_folder_nor_a_hybridlm_is_named(model):
+    """LLM(None) was pathlib's TypeError (expected str, bytes or os.PathLike object)."""
+    with pytest.raises(TypeError, match=r"^model must be a model folder \(a str or a Path\) or a HybridLM, got "):
+        LLM(model)
+
+
+def test_drafter_none_decodes_plainly_whatever_window_and_ring_len_say():
+    """ring_len=2 was refused against the default window 4 that drafter='none' then dropped."""
+    llm = LLM(TINY_MODEL, drafter="none", ring_len=2, device="cpu", max_slots=1, max_len=64)
+    assert llm.runner_config.window == 1 and llm.runner_config.ring_len == 2
+    plain = LLM(TINY_MODEL, drafter="none", window=1, device="cpu", max_slots=1, max_len=64)
+    prompt = [[100, 101, 102]]
+    assert llm.generate(prompt, 6)[0].token_ids == plain.generate(prompt, 6)[0].token_ids
+
+
+def test_the_default_max_len_follows_a_smaller_model_limit(tmp_path):
+    """The default max_len=2048 was refused for a model with max_position_embeddings below it."""
+    cfg = json.loads((TINY_MODEL / "config.json").read_text())
+    cfg["max_position_embeddings"] = 100
+    llm = LLM(_folder(tmp_path, cfg), device="cpu", max_slots=1)
+    assert llm.runner_config.max_len == 100
+    with pytest.raises(ValueError, match=r"max_len=200: must be at most the model's max_position_embeddings=100"):
+        LLM(_folder(tmp_path / "b", cfg), device="cpu", max_len=200)
+
+
+def test_a_negative_draft_id_is_named_as_such():
+    """It said the ids were outside [0, 9223372036854775807)."""
+    with pytest.raises(ValueError, match=r"^draft_vocab holds negative token ids: min -1$"):
+        LLM(TINY_MODEL, draft_vocab=[-1])
+
+
+@pytest.mark.parametrize("device", [False, ""])
+def test_a_device_that_is_not_a_device_is_refused(device):
+    """device=False or '' ran on the default device as if none had been given."""
+    with pytest.raises(ValueError, match=r"must be cpu, cuda or cuda:N"):
+        LLM(TINY_MODEL, device=device)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal of a GPU this machine lacks")
+def test_device_zero_is_not_taken_for_no_device():
+    """device=0 ran on the CPU of a machine without a GPU, as if none had been given; torch takes 0 for the first
+    accelerator, which this machine lacks."""
+    with pytest.raises(ValueError, match=r"^device=0: "):
+        LLM(TINY_MODEL, device=0)
