@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..ops.shape import GDNShape
@@ -217,9 +217,28 @@ class ModelConfig:
             hint = "" if p.name == "config.json" else " (a model is a folder holding config.json)"
             raise ModelConfigError(f"{p} is not a JSON config: {e}{hint}") from None
         try:
-            return cls.from_dict(d)
+            cfg = cls.from_dict(d)
         except ModelConfigError as e:
             raise ModelConfigError(f"{p}: {str(e).removeprefix('config.json ')}") from e
+        gen = p.parent / "generation_config.json"
+        if cfg.eos_token_id is None and gen.is_file():  # HF checkpoints often name their end tokens only there
+            cfg = replace(cfg, eos_token_id=_generation_eos(gen, cfg.vocab_size))
+        return cfg
+
+
+def _generation_eos(path: Path, vocab: int) -> tuple[int, ...] | None:
+    """``eos_token_id`` of a generation_config.json (read where config.json names no end token): a
+    ``ModelConfigError`` naming the file when it is not a JSON object or the field is not token ids."""
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelConfigError(f"{path} is not JSON: {e}") from None
+    if not isinstance(d, dict):
+        raise ModelConfigError(f"{path}: must hold a JSON object, got {_json_kind(d)}")
+    try:
+        return _eos(d.get("eos_token_id"), vocab)
+    except ModelConfigError as e:
+        raise ModelConfigError(f"{path}: {str(e).removeprefix('config.json ')}") from None
 
 
 def _check_model(d: dict, cfg: ModelConfig) -> None:

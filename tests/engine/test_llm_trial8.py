@@ -57,3 +57,33 @@ def test_device_zero_is_not_taken_for_no_device():
     accelerator, which this machine lacks."""
     with pytest.raises(ValueError, match=r"^device=0: "):
         LLM(TINY_MODEL, device=0)
+
+
+def test_encode_and_decode_check_what_they_are_given():
+    """encode(None) was the tokenizer library's TypeError; decode([1000]) returned '' for an id past the vocabulary,
+    which generate refuses."""
+    llm = LLM(TINY_MODEL, device="cpu", max_slots=1, max_len=64)
+    with pytest.raises(TypeError, match=r"^encode takes a str, got NoneType$"):
+        llm.encode(None)
+    with pytest.raises(ValueError, match=r"decode's ids \[1000\] are outside the vocabulary \[0, "):
+        llm.decode([1000])
+    with pytest.raises(TypeError, match=r"^decode takes token ids, got str$"):
+        llm.decode("abc")
+    ids = llm.encode("def f():")
+    assert llm.decode(ids) == llm.decode(torch.tensor(ids)) == "def f():"
+
+
+def test_an_llm_whose_model_another_llm_recast_says_so():
+    """Two LLMs over one HybridLM, the second in another dtype: the first failed inside the state pool (conv_state
+    must be a torch.float32 tensor...), since building an LLM casts the model in place."""
+    from replayssm.models.loader import load_model
+
+    model = load_model(TINY_MODEL, dtype=torch.float32, device="cpu")
+    first = LLM(model, device="cpu", max_slots=1, max_len=64)
+    want = first.generate([[100, 101, 102]], 4)[0].token_ids
+    LLM(model, device="cpu", dtype=torch.float16, max_slots=1, max_len=64)
+    with pytest.raises(RuntimeError, match=r"weights are now torch.float16 on cpu, but this LLM was built for "
+                                           r"torch.float32 on cpu .*move them back"):  # fmt: skip
+        first.generate([[100, 101, 102]], 4)
+    model.to(torch.float32)
+    assert first.generate([[100, 101, 102]], 4)[0].token_ids == want
