@@ -56,5 +56,10 @@ def weights_too_big(cfg, dev) -> str | None:
     import torch
 
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    big = too_big(model_bytes(cfg, dtype), dev)
+    return weight_bytes_too_big(model_bytes(cfg, dtype), dtype, dev)
+
+
+def weight_bytes_too_big(nbytes: int, dtype, dev) -> str | None:
+    """``too_big`` for ``nbytes`` of weights in ``dtype``: "its weights in DTYPE need ..." or None."""
+    big = too_big(nbytes, dev)
     return f"its weights in {str(dtype).removeprefix('torch.')} {big}" if big else None

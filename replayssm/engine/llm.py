@@ -122,18 +122,8 @@ class LLM:
             raise TypeError(f"load_progress must be None or a callable taking a byte count, got {load_progress!r}")
         if isinstance(model, HybridLM) and drafter == "mtp" and model.mtp is None:
             raise MTPUnavailableError("drafter='mtp': the model has no MTP head (load_model(..., mtp=True))")
-        _check_pool_fits(
-            config,
-            backend,
-            shadow_backend,
-            window,
-            ring_len,
-            max_slots,
-            max_len,
-            dtype,
-            device,
-            _weights_to_place(model, config, dtype, device),
-        )
+        weights = _weights_to_place(model, config, dtype, device)
+        _check_pool_fits(config, backend, shadow_backend, window, ring_len, max_slots, max_len, dtype, device, weights)
         self.tokenizer = None
         if isinstance(model, HybridLM):
             self.model = model.to(device=device, dtype=dtype).eval()
@@ -180,8 +170,9 @@ class LLM:
         requests and step it yourself. ``ignore_eos=False`` stops requests at the model's end-of-sequence token."""
         if not isinstance(ignore_eos, bool):
             raise TypeError(f"ignore_eos={ignore_eos!r}: must be a bool")
-        if _placement(self.model) != self._placed:  # another LLM over the same HybridLM (or a .to()) moved it
-            (dt, dev), (was_dt, was_dev) = _placement(self.model), self._placed
+        now = _placement(self.model)
+        if now != self._placed:  # another LLM over the same HybridLM (or a .to()) moved it
+            (dt, dev), (was_dt, was_dev) = now, self._placed
             raise RuntimeError(f"the model's weights are now {dt} on {dev}, but this LLM was built for {was_dt} on "
                                f"{was_dev} (an LLM built over the same HybridLM, or a .to() call, moved them in "
                                "place): move them back, or build this LLM again")  # fmt: skip

@@ -35,15 +35,15 @@ def _check_pool_fits(
     ``models.memory.plan_memory``'s count) fit the device (``fit.too_big``), checked before the model loads: else a
     ``ValueError`` naming the model (weights alone too big) or both arguments, where the allocation would fail
     after the load. A folder's weights are counted without an MTP head, which is known only once it loads."""
-    from ..fit import too_big
+    from ..fit import too_big, weight_bytes_too_big
     from ..models.memory import plan_memory
 
-    big = too_big(weights, device)
+    big = weight_bytes_too_big(weights, dtype, device)
     if big:
-        raise ValueError(f"model: its weights in {str(dtype).removeprefix('torch.')} {big}")
+        raise ValueError(f"model: {big}")
     if not cfg.gdn_layers:
         return
-    per = plan_memory(cfg, T=window, L=ring_len, act_bytes=torch.empty(0, dtype=dtype).element_size(),
+    per = plan_memory(cfg, T=window, L=ring_len, act_bytes=dtype.itemsize,
                       context=max_len)["per_request"]  # fmt: skip
     pool = max_slots * sum(per[b] for b in {backend, shadow} if b is not None)
     big = too_big(pool + weights, device)
@@ -62,7 +62,7 @@ def _weights_to_place(model, cfg: ModelConfig, dtype: torch.dtype, device: torch
     if not isinstance(model, HybridLM):
         return model_bytes(cfg, dtype)
     index = device.index if device.index is not None or device.type != "cuda" else torch.cuda.current_device()
-    size = torch.empty(0, dtype=dtype).element_size()
+    size = dtype.itemsize
     grow = 0
     for p in model.parameters():
         new = size if p.is_floating_point() else p.element_size()  # (.to(dtype=) casts floating-point tensors only)
