@@ -145,6 +145,7 @@ class LLM:
                                           device_drafter="mtp" if drafter == "mtp" else None)  # fmt: skip
         self.runner = ModelRunner(self.model, self.runner_config)
         self._placed = _placement(self.model)  # the weights' dtype and device this LLM's pools were built for
+        self._memory = _weight_memory(self.model)  # ... and where they were when its steps were captured
         self.lockstep_checks = 0
         self._unreleased: Engine | None = None  # an engine of generate() whose clean-up did not finish
 
@@ -167,7 +168,10 @@ class LLM:
 
     def engine(self, *, temperature: float = 0.0, seed: int = 0, ignore_eos: bool = True) -> Engine:
         """An ``Engine`` over this LLM's runner and drafter, as ``generate`` builds one (docs/engine.md): add
-        requests and step it yourself. ``ignore_eos=False`` stops requests at the model's end-of-sequence token."""
+        requests and step it yourself. ``ignore_eos=False`` stops requests at the model's end-of-sequence token.
+        Weights moved in place since this LLM was built (``.to()``, or another LLM over the same ``HybridLM``) are
+        refused in another dtype or on another device; back in this LLM's, the runner's CUDA graphs are captured
+        again, since they would read the weights' old memory (``ModelRunner.weights_moved``)."""
         if not isinstance(ignore_eos, bool):
             raise TypeError(f"ignore_eos={ignore_eos!r}: must be a bool")
         now = _placement(self.model)
@@ -176,6 +180,9 @@ class LLM:
             raise RuntimeError(f"the model's weights are now {dt} on {dev}, but this LLM was built for {was_dt} on "
                                f"{was_dev} (an LLM built over the same HybridLM, or a .to() call, moved them in "
                                "place): move them back, or build this LLM again")  # fmt: skip
+        if _weight_memory(self.model) != self._memory:  # the same dtype and device, new memory (a .to() round trip)
+            self.runner.weights_moved()  # its captured steps would read the old memory: captured again
+            self._memory = _weight_memory(self.model)
         eos = None if ignore_eos else self.model.config.eos_token_id
         if not ignore_eos and eos is None:
             warnings.warn("ignore_eos=False: the model names no end-of-sequence token (no eos_token_id in its "
@@ -278,3 +285,8 @@ def _placement(model: HybridLM) -> tuple[torch.dtype, torch.device]:
     """The dtype and device of a model's first parameter (``LLM`` places them all together)."""
     p = next(model.parameters())
     return p.dtype, p.device
+
+
+def _weight_memory(model: HybridLM) -> tuple[int, ...]:
+    """Where each parameter's data lives: a CUDA graph captured over the weights reads these addresses."""
+    return tuple(p.data_ptr() for p in model.parameters())

@@ -74,6 +74,15 @@ class ModelRunner(SlotBook):
         self._live: set[int] = set()  # allocated slots (host mirror of the pool's books)
         self.lost: set[int] = set()  # slots whose state a failed step destroyed (recurrent decode): only free()
 
+    def weights_moved(self) -> None:
+        """The model's weights have new memory since the steps were captured (a ``.to()`` round trip): a captured
+        step would read the old memory, so drop them all (each is captured again at its next use) and fuse the
+        projections again. Refused while a step is in flight."""
+        if self._in_flight is not None or self.pending:
+            raise RuntimeError("a step is in flight: commit, abort or finish it before the weights move")
+        self._graphs.clear()
+        self.model.fuse_projections()
+
     def check_token_ids(self, ids, name: str = "token ids") -> None:
         """``ids``: an integer tensor, or a sequence of ints, all in [0, vocab)."""
         check_token_ids(ids, self.model.config.vocab_size, name)

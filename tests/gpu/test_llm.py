@@ -45,6 +45,23 @@ def test_a_cpu_hybridlm_is_placed_on_the_gpu_and_a_recast_by_another_llm_is_name
     assert first.generate(PROMPTS[:1], 16)[0].token_ids == want
 
 
+def test_weights_moved_out_and_back_are_read_where_they_now_live():
+    """A .to() round trip gives every weight new memory: the LLM's captured steps read the old one (here kept
+    alive, holding the old values) until ``engine()`` sees the move and captures them again."""
+    model = load_model(TINY_MODEL, mtp=True, device="cuda", dtype=torch.bfloat16)
+    first = LLM(model, device="cuda", dtype=torch.bfloat16, max_slots=2, max_len=128)
+    before = first.generate(PROMPTS[:2], 24)
+    old = [p.detach() for p in model.parameters()]  # the old memory stays allocated: new weights land elsewhere
+    model.to(dtype=torch.float32).to(dtype=torch.bfloat16)
+    assert all(p.data_ptr() != q.data_ptr() for p, q in zip(model.parameters(), old))
+    with torch.no_grad():
+        model.lm_head.weight.mul_(-1.0)  # greedy tokens become the least likely ones
+    after = first.generate(PROMPTS[:2], 24)
+    fresh = LLM(model, device="cuda", dtype=torch.bfloat16, max_slots=2, max_len=128).generate(PROMPTS[:2], 24)
+    assert [o.token_ids for o in after] == [o.token_ids for o in fresh]
+    assert [o.token_ids for o in after] != [o.token_ids for o in before]
+
+
 def test_a_pool_larger_than_the_gpu_is_refused_before_anything_is_allocated():
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()

@@ -1,0 +1,46 @@
+"""Weights moved in place after a runner was built (a ``.to()`` round trip): ``LLM`` notices and the runner drops
+its captured steps (``ModelRunner.weights_moved``); on the GPU the captured graphs themselves are checked by
+``tests/gpu/test_llm.py``."""
+
+import pytest
+import torch
+
+from replayssm.engine.llm import LLM
+from replayssm.engine.runner import ModelRunner, RunnerConfig
+from replayssm.models.loader import load_model
+from replayssm.tiny import TINY_MODEL
+
+PROMPTS = [[100, 101, 102, 103, 100, 101], [7, 8, 9]]
+
+
+def test_generate_reads_the_weights_where_they_now_live():
+    model = load_model(TINY_MODEL, mtp=True)
+    llm = LLM(model, device="cpu", dtype=torch.float32, max_slots=2, max_len=96)
+    before = llm.generate(PROMPTS, 16)
+    old = [p.detach() for p in model.parameters()]  # kept: the new weights get new memory
+    model.to(dtype=torch.float64).to(dtype=torch.float32)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(-1.0)
+    after = llm.generate(PROMPTS, 16)
+    fresh = LLM(model, device="cpu", dtype=torch.float32, max_slots=2, max_len=96).generate(PROMPTS, 16)
+    assert [o.token_ids for o in after] == [o.token_ids for o in fresh] != [o.token_ids for o in before]
+    assert all(p.data_ptr() != q.data_ptr() for p, q in zip(model.parameters(), old))
+
+
+def test_weights_moved_is_refused_while_a_step_is_in_flight_and_keeps_the_captured_steps():
+    model = load_model(TINY_MODEL)
+    runner = ModelRunner(model, RunnerConfig(max_slots=2, max_len=64, window=3))
+    slot = runner.alloc()
+    runner.prefill(slot, [5, 6, 7])
+    for launched in (False, True):  # a step to commit, then a launched step to finish
+        tokens = torch.tensor([[8, 9, 10]])
+        pending = runner.launch([slot], tokens, [2]) if launched else runner.step([slot], tokens)
+        steps = dict(runner._graphs)
+        with pytest.raises(RuntimeError, match=r"^a step is in flight: commit, abort or finish it before the weights"):
+            runner.weights_moved()
+        assert runner._graphs == steps
+        runner.finish(pending) if launched else runner.commit([1])
+    assert runner._graphs  # the launched step's (eager here, a CUDA graph on the GPU)
+    runner.weights_moved()
+    assert runner._graphs == {}
+    assert runner.step_and_commit([slot], torch.tensor([[11, 12, 13]]), [2])[0][0] >= 1  # built again at its use
