@@ -53,8 +53,9 @@ class GDNStatePool:
         self.snapshots = None
         self.ring_layers: RingLayers | None = None  # replay: every layer's ring, one allocation per record kind
         self.rings: tuple[Ring, ...] = ()  # ... and each layer's view of it
-        if cfg.backend == "recurrent" and T > 1:  # window 1 only decodes, in place: no snapshots to keep
-            self.snapshots = torch.empty(NL, B, T, cfg.HV, cfg.V, cfg.K, dtype=torch.float32, device=dev)
+        if cfg.backend == "recurrent":
+            if T > 1:  # window 1 only decodes, in place: no snapshots to keep (and never a ring)
+                self.snapshots = torch.empty(NL, B, T, cfg.HV, cfg.V, cfg.K, dtype=torch.float32, device=dev)
         else:
             self.ring_layers = RingLayers.allocate(NL, S, cfg.H, cfg.HV, cfg.K, cfg.V, L=cfg.ring_len, window=T,
                                                    dtype=cfg.dtype, u_dtype=cfg.u_dtype, device=dev)  # fmt: skip

@@ -11,6 +11,7 @@ from tests.helpers.pools import Weights, device_state, inputs, pool, same, step
 def test_recurrent_window_1_keeps_no_snapshots_and_decodes_like_replay():
     plain = pool("recurrent", window=1, ring_len=4)
     assert plain.snapshots is None and pool_memory_report(plain)["snapshots"] == 0
+    assert plain.ring_layers is None and plain.rings == ()  # (it allocated a ring it never used, counted nowhere)
     assert pool("recurrent", window=2, ring_len=4).snapshots is not None
     ref = pool("replay", window=1, ring_len=4)
     w, g = Weights(plain.cfg, seed=1), torch.Generator().manual_seed(2)
