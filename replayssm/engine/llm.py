@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from ..models.config import ModelConfig
-from ..models.loader import MTPUnavailableError, load_model, load_tokenizer
+from ..models.loader import MTPUnavailableError, load_model, load_tokenizer, mtp_head_problem
 from ..models.model import HybridLM
 from .checks import check_positive_int, check_seed, check_temperature, is_int
 from .drafter import HostDrafter, check_host_drafter
@@ -114,8 +114,11 @@ class LLM:
             RunnerConfig(max_len=max_len, **checks)  # (the window must fit in it)
         _check_max_len(config, max_len)  # before loading: a clear config error first
         if draft_vocab is not None:  # it sizes the MTP drafter's head: checked before anything loads or moves
-            head = model.mtp is not None if isinstance(model, HybridLM) else None  # a folder's: known once loaded
-            no_mtp = custom or drafter in ("ngram", "none") or window == 1 or head is False
+            no_mtp = custom or drafter in ("ngram", "none") or window == 1
+            if isinstance(model, HybridLM):
+                no_mtp = no_mtp or model.mtp is None
+            elif drafter == "auto" and not no_mtp:  # n-grams where a folder has no head (its headers say; "mtp":
+                no_mtp = mtp_head_problem(model) is not None  # the load refuses it, MTPUnavailableError, first)
             _check_draft_vocab(draft_vocab, config.vocab_size, None if no_mtp else "mtp", drafter, window)
         device, dtype = _device_dtype(device, dtype)
         if load_progress is not None and not callable(load_progress):

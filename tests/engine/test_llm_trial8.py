@@ -2,11 +2,13 @@
 inside the library or an error about something the user had not passed."""
 
 import json
+import shutil
 
 import pytest
 import torch
 
-from replayssm.engine.llm import LLM
+from replayssm.engine.llm import LLM, DraftVocabError
+from replayssm.models.loader import MTPUnavailableError
 from replayssm.tiny import TINY_MODEL
 
 from .test_llm_errors import _folder
@@ -87,3 +89,26 @@ def test_an_llm_whose_model_another_llm_recast_says_so():
         first.generate([[100, 101, 102]], 4)
     model.to(torch.float32)
     assert first.generate([[100, 101, 102]], 4)[0].token_ids == want
+
+
+def test_a_folder_without_an_mtp_head_refuses_draft_vocab_before_loading(tmp_path, monkeypatch):
+    """A folder's MTP head was known only once its weights had loaded, so drafter='auto' refused draft_vocab after
+    the load (a docs audit, thirty-fourth session); the safetensors headers tell it first."""
+    from safetensors.torch import load_file, save_file
+
+    import replayssm.engine.llm as llm_module
+
+    folder = tmp_path / "nomtp"
+    shutil.copytree(TINY_MODEL, folder)
+    tensors = load_file(str(folder / "model.safetensors"))
+    save_file({n: t for n, t in tensors.items() if not n.startswith("mtp.")}, str(folder / "model.safetensors"))
+    with pytest.raises(MTPUnavailableError, match=r"has no usable MTP head"):  # (the load's header check)
+        LLM(folder, drafter="mtp", draft_vocab=100, device="cpu")
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before draft_vocab was refused")
+
+    monkeypatch.setattr(llm_module, "load_model", no_load)
+    want = r"^draft_vocab=100: only with the MTP drafter, and drafter='auto' drafts without the model's MTP head"
+    with pytest.raises(DraftVocabError, match=want):
+        LLM(folder, draft_vocab=100, device="cpu")
