@@ -27,6 +27,7 @@ from . import step_end
 from .accept import Greedy, Rule
 from .checks import check_acceptance, check_prompts, check_slots, check_token_ids, check_tokens, is_int
 from .config import GRAPH_BATCH_SIZES, ParkedRequest, RunnerConfig, padded, pool_config, uses_graphs
+from .draft_head import draft_head
 from .graphs import DeviceStep, PendingStep, capture
 from .mtp import MTPDrafter
 from .slots import SlotBook
@@ -75,12 +76,17 @@ class ModelRunner(SlotBook):
         self.lost: set[int] = set()  # slots whose state a failed step destroyed (recurrent decode): only free()
 
     def weights_moved(self) -> None:
-        """The model's weights have new memory since the steps were captured (a ``.to()`` round trip): a captured
-        step would read the old memory, so drop them all (each is captured again at its next use) and fuse the
-        projections again. Refused while a step is in flight."""
+        """The model's weights have new memory or values since the steps were captured (a ``.to()`` round trip, an
+        edit): a captured step would read the old memory, so drop them all (each is captured again at its next use,
+        in a new graph memory pool: PyTorch does not take a pool whose graphs are all gone), fuse the projections
+        again and copy the MTP drafter's head again (``draft_head``: its copies, not the live weights). Refused while
+        a step is in flight."""
         if self._in_flight is not None or self.pending:
             raise RuntimeError("a step is in flight: commit, abort or finish it before the weights move")
+        if self.drafter is not None:
+            self.drafter.head = draft_head(self.model.lm_head, self.cfg.draft_head, self.cfg.draft_vocab)
         self._graphs.clear()
+        self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self.model.fuse_projections()
 
     def check_token_ids(self, ids, name: str = "token ids") -> None:

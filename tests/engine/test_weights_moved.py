@@ -7,6 +7,7 @@ import torch
 
 from replayssm.engine.llm import LLM
 from replayssm.engine.runner import ModelRunner, RunnerConfig
+from replayssm.models.layers import is_fused
 from replayssm.models.loader import load_model
 from replayssm.tiny import TINY_MODEL
 
@@ -14,17 +15,23 @@ PROMPTS = [[100, 101, 102, 103, 100, 101], [7, 8, 9]]
 
 
 def test_generate_reads_the_weights_where_they_now_live():
+    """On the CPU no graph reads the old memory (``tests/gpu/test_llm.py`` checks the graphs); what else the runner
+    built from the weights is built again: the fused projections and the MTP drafter's copy of its head rows."""
     model = load_model(TINY_MODEL, mtp=True)
-    llm = LLM(model, device="cpu", dtype=torch.float32, max_slots=2, max_len=96)
+    kw = dict(drafter="mtp", draft_vocab=200, device="cpu", dtype=torch.float32, max_slots=2, max_len=96)
+    llm = LLM(model, **kw)
     before = llm.generate(PROMPTS, 16)
     old = [p.detach() for p in model.parameters()]  # kept: the new weights get new memory
     model.to(dtype=torch.float64).to(dtype=torch.float32)
     with torch.no_grad():
-        model.lm_head.weight.mul_(-1.0)
+        model.lm_head.weight.mul_(-1.0)  # (tied: the embedding too)
     after = llm.generate(PROMPTS, 16)
-    fresh = LLM(model, device="cpu", dtype=torch.float32, max_slots=2, max_len=96).generate(PROMPTS, 16)
+    fresh = LLM(model, **kw).generate(PROMPTS, 16)
     assert [o.token_ids for o in after] == [o.token_ids for o in fresh] != [o.token_ids for o in before]
     assert all(p.data_ptr() != q.data_ptr() for p, q in zip(model.parameters(), old))
+    assert torch.equal(llm.runner.drafter.head.w, model.lm_head.weight[:200])  # the head's rows copied again
+    mlp = model.model.layers[0].mlp
+    assert is_fused(mlp._gate_up, mlp.gate_proj)  # one GEMM again (a .to() leaves each weight its own memory)
 
 
 def test_weights_moved_is_refused_while_a_step_is_in_flight_and_keeps_the_captured_steps():

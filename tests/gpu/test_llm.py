@@ -57,7 +57,7 @@ def test_weights_moved_out_and_back_are_read_where_they_now_live():
     model.to(dtype=torch.float32).to(dtype=torch.bfloat16)
     assert all(p.data_ptr() != q.data_ptr() for p, q in zip(model.parameters(), old))
     with torch.no_grad():
-        model.lm_head.weight.mul_(-1.0)  # greedy tokens become the least likely ones
+        model.lm_head.weight.mul_(-1.0)  # (tied: the embedding too) other greedy tokens
     after = first.generate(PROMPTS[:2], 24)
     fresh = LLM(model, **kw).generate(PROMPTS[:2], 24)
     assert [o.token_ids for o in after] == [o.token_ids for o in fresh]
