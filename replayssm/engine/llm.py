@@ -174,7 +174,8 @@ class LLM:
         requests and step it yourself. ``ignore_eos=False`` stops requests at the model's end-of-sequence token.
         Weights moved in place since this LLM was built (``.to()``, or another LLM over the same ``HybridLM``) are
         refused in another dtype or on another device; back in this LLM's, the runner's CUDA graphs are captured
-        again, since they would read the weights' old memory (``ModelRunner.weights_moved``)."""
+        again, since they would read the weights' old memory (``ModelRunner.weights_moved``; an engine's steps check
+        it too, ``engine/weights.py``)."""
         if not isinstance(ignore_eos, bool):
             raise TypeError(f"ignore_eos={ignore_eos!r}: must be a bool")
         now = _placement(self.model)

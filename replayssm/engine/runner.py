@@ -23,11 +23,10 @@ from ..state import GDNStatePool
 from ..state.backend import GDNStateBackend
 from ..state.kv import KVCache
 from ..state.lockstep import LockstepPool
-from . import step_end
+from . import step_end, weights
 from .accept import Greedy, Rule
 from .checks import check_acceptance, check_prompts, check_slots, check_token_ids, check_tokens, is_int
 from .config import GRAPH_BATCH_SIZES, ParkedRequest, RunnerConfig, padded, pool_config, uses_graphs
-from .draft_head import draft_head
 from .graphs import DeviceStep, PendingStep, capture
 from .mtp import MTPDrafter
 from .slots import SlotBook
@@ -69,6 +68,7 @@ class ModelRunner(SlotBook):
                                       head=cfg.draft_head, vocab=cfg.draft_vocab)  # fmt: skip
         self._graphs: dict[tuple, tuple] = {}
         self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
+        self._weights_at = next(model.parameters()).data_ptr()  # where the steps are captured (engine/weights.py)
         self._in_flight: tuple[torch.Tensor, list[int], int] | None = None  # (slots on the device, on the host, T)
         self._committing: list | None = None  # a commit that began: [counts, saved counters, pool done] (``commit``)
         self.pending: list[PendingStep] = []  # launched engine steps not finished yet, oldest first (at most 2)
@@ -76,18 +76,10 @@ class ModelRunner(SlotBook):
         self.lost: set[int] = set()  # slots whose state a failed step destroyed (recurrent decode): only free()
 
     def weights_moved(self) -> None:
-        """The model's weights have new memory or values since the steps were captured (a ``.to()`` round trip, an
-        edit): a captured step would read the old memory, so drop them all (each is captured again at its next use,
-        in a new graph memory pool: PyTorch does not take a pool whose graphs are all gone), fuse the projections
-        again and copy the MTP drafter's head again (``draft_head``: its copies, not the live weights). Refused while
-        a step is in flight."""
-        if self._in_flight is not None or self.pending:
-            raise RuntimeError("a step is in flight: commit, abort or finish it before the weights move")
-        if self.drafter is not None:
-            self.drafter.head = draft_head(self.model.lm_head, self.cfg.draft_head, self.cfg.draft_vocab)
-        self._graphs.clear()
-        self._graph_pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
-        self.model.fuse_projections()
+        """The model's weights have new memory or values since the steps were captured: capture them again
+        (``engine.weights.weights_moved``; a step finds a ``.to()`` round trip itself). Refused while a step is in
+        flight."""
+        weights.weights_moved(self)
 
     def check_token_ids(self, ids, name: str = "token ids") -> None:
         """``ids``: an integer tensor, or a sequence of ints, all in [0, vocab)."""
@@ -140,6 +132,7 @@ class ModelRunner(SlotBook):
         slots = check_slots(slots, B, self._live)
         self._check_not_lost(slots)
         self.check_token_ids(tokens)
+        weights.check_weights(self)
         return slots, B, T
 
     def _begin(self, slots: list[int], T: int, ahead: int = 0) -> StepKind:

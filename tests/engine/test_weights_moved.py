@@ -51,3 +51,25 @@ def test_weights_moved_is_refused_while_a_step_is_in_flight_and_keeps_the_captur
     runner.weights_moved()
     assert runner._graphs == {}
     assert runner.step_and_commit([slot], torch.tensor([[11, 12, 13]]), [2])[0][0] >= 1  # built again at its use
+
+
+def test_a_step_finds_weights_moved_out_and_back_and_refuses_them_elsewhere():
+    """The runner checks its model's first parameter before every step: moved out and back (an engine taken before
+    the move, or a runner used directly), its steps are built again; left in another dtype, the step is refused
+    before anything is reserved or launched."""
+    model = load_model(TINY_MODEL)
+    runner = ModelRunner(model, RunnerConfig(max_slots=2, max_len=64, window=3))
+    slot = runner.alloc()
+    runner.prefill(slot, [5, 6, 7])
+    runner.step_and_commit([slot], torch.tensor([[8, 9, 10]]), [2])
+    assert runner._graphs
+    model.to(dtype=torch.float64)
+    lens = runner.kv.lens.clone()
+    with pytest.raises(RuntimeError, match=r"^the model's weights are now torch\.float64 on cpu, but this runner was"):
+        runner.step_and_commit([slot], torch.tensor([[11, 12, 13]]), [2])
+    assert torch.equal(runner.kv.lens, lens) and runner._graphs and runner.pending == []
+    model.to(dtype=torch.float32)  # back, in new memory
+    mlp = model.model.layers[0].mlp
+    assert not is_fused(mlp._gate_up, mlp.gate_proj)
+    runner.step_and_commit([slot], torch.tensor([[11, 12, 13]]), [2])
+    assert is_fused(mlp._gate_up, mlp.gate_proj)  # weights_moved ran: the projections are one GEMM again

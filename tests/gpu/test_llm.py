@@ -64,6 +64,24 @@ def test_weights_moved_out_and_back_are_read_where_they_now_live():
     assert [o.token_ids for o in after] != [o.token_ids for o in before]
 
 
+def test_an_engine_taken_before_the_weights_moved_steps_them_where_they_now_live():
+    """``Engine`` steps go through the runner, which checks its model's first parameter before each step."""
+    model = load_model(TINY_MODEL, mtp=True, device="cuda", dtype=torch.bfloat16)
+    kw = dict(drafter="ngram", device="cuda", dtype=torch.bfloat16, max_slots=2, max_len=128)
+    first = LLM(model, **kw)
+    before = first.generate(PROMPTS[:2], 24)
+    eng = first.engine()  # taken before the move
+    old = [p.detach() for p in model.parameters()]
+    model.to(dtype=torch.float32).to(dtype=torch.bfloat16)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(-1.0)
+    reqs = [eng.add(p, 24) for p in PROMPTS[:2]]
+    eng.run()
+    fresh = LLM(model, **kw).generate(PROMPTS[:2], 24)
+    assert [r.generated for r in reqs] == [o.token_ids for o in fresh] != [o.token_ids for o in before]
+    assert len(old) == len(list(model.parameters()))
+
+
 def test_a_pool_larger_than_the_gpu_is_refused_before_anything_is_allocated():
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
